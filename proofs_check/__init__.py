@@ -1,0 +1,6 @@
+"""Reference PyTorch operators of THEORY.md and one executable check per theorem.
+
+Run ``python -m proofs_check`` for the report.
+"""
+
+__all__: list[str] = []

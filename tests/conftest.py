@@ -1,0 +1,13 @@
+"""Shared test fixtures."""
+
+import mpmath
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _reset_mpmath_precision():
+    """Every test starts and ends at mpmath's default precision (no leaked global state)."""
+    mpmath.mp.dps = 15
+    yield
+    assert mpmath.mp.dps == 15, "a test or the code under test leaked an mpmath precision change"
+    mpmath.mp.dps = 15
