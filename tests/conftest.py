@@ -5,9 +5,8 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _reset_mpmath_precision():
-    """Every test starts and ends at mpmath's default precision (no leaked global state)."""
-    mpmath.mp.dps = 15
+def _no_leaked_mpmath_precision():
+    """Precision is an argument, never a global: fail any test that leaves mpmath changed."""
+    before = mpmath.mp.prec
     yield
-    assert mpmath.mp.dps == 15, "a test or the code under test leaked an mpmath precision change"
-    mpmath.mp.dps = 15
+    assert mpmath.mp.prec == before, "the code under test leaked an mpmath precision change"
