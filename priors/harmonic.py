@@ -51,6 +51,7 @@ __all__ = [
     "harmonic_number_arb",
     "harmonic_tail",
     "harmonic_tail_arb",
+    "power_sum",
 ]
 
 #: Default working precision (decimal digits) of the mpmath back end.
@@ -107,20 +108,29 @@ def _check_dps(dps: object) -> int:
     return int(dps)
 
 
-def harmonic_tail(lo: int, hi: int, alpha: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
-    """Tail sum ``sum_{k=lo+1}^{hi} k^-alpha = H_hi^(alpha) - H_lo^(alpha)`` without cancellation.
+def power_sum(
+    lo: int, hi: int, alpha: object, *, shift: object = 1, dps: int = DEFAULT_DPS
+) -> mpmath.mpf:
+    """Shifted power sum ``sum_{d=lo}^{hi-1} (d + shift)^-alpha`` without cancellation.
 
-    This is the prior mass ``S_hi - S_lo`` of the log-distance prior on the distances
-    ``lo <= d < hi`` (THEORY.md §5–§6). Computed as a Hurwitz-zeta (or digamma)
-    difference; the digits lost to cancellation are measured and recovered by a second
-    evaluation at higher precision, so the result has ``dps`` significant digits.
+    ``zeta(alpha, lo+shift) - zeta(alpha, hi+shift)`` (Hurwitz), or
+    ``psi(hi+shift) - psi(lo+shift)`` at ``alpha == 1``; direct summation for at most
+    64 terms. The digits lost to the subtraction (about ``log10(1/|alpha-1|)`` near
+    ``alpha = 1``, more when ``hi`` is close to ``lo``) are measured and recovered by a
+    re-evaluation at higher precision, so the result has ``dps`` significant digits.
+
+    With ``shift = 1`` this is the log-distance prior mass on distances ``lo <= d < hi``
+    (THEORY.md §5–§6); KERPLE-log ``(1 + r2 d)^-r1 = r2^-r1 (d + 1/r2)^-r1`` uses
+    ``shift = 1/r2``.
 
     Parameters
     ----------
     lo, hi : int
         ``0 <= lo <= hi <= 1e18``; ``lo == hi`` gives 0.
     alpha : real
-        Any finite exponent (``alpha <= 1`` included: the sum is finite for finite ``hi``).
+        Any finite exponent (the sum is finite for finite ``hi``).
+    shift : real
+        ``shift > 0`` (so that every base ``d + shift`` is positive).
     dps : int
         Decimal digits of the result.
     """
@@ -130,6 +140,9 @@ def harmonic_tail(lo: int, hi: int, alpha: object, *, dps: int = DEFAULT_DPS) ->
         raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
     dps = _check_dps(dps)
     a = as_alpha(alpha)
+    q = as_alpha(shift, "shift")
+    if q <= 0:
+        raise ValueError(f"shift must be > 0, got {shift!r}")
     if hi == lo:
         with mpmath.workdps(dps):
             return +mpmath.mpf(0)
@@ -137,16 +150,16 @@ def harmonic_tail(lo: int, hi: int, alpha: object, *, dps: int = DEFAULT_DPS) ->
     for _ in range(8):
         with mpmath.workdps(work):
             if hi - lo <= _DIRECT_TERMS:
-                value = mpmath.fsum(mpmath.mpf(k) ** (-a) for k in range(lo + 1, hi + 1))
+                value = mpmath.fsum((d + q) ** (-a) for d in range(lo, hi))
                 loss = 0.0
             else:
                 if a == 1:
-                    first = mpmath.digamma(lo + 1)
-                    second = mpmath.digamma(hi + 1)
+                    first = mpmath.digamma(lo + q)
+                    second = mpmath.digamma(hi + q)
                     value = second - first
                 else:
-                    first = mpmath.zeta(a) if lo == 0 else mpmath.zeta(a, lo + 1)
-                    second = mpmath.zeta(a, hi + 1)
+                    first = mpmath.zeta(a) if lo == 0 and q == 1 else mpmath.zeta(a, lo + q)
+                    second = mpmath.zeta(a, hi + q)
                     value = first - second
                 scale = max(abs(first), abs(second))
                 # digits cancelled by the subtraction (all of them if it came out 0)
@@ -156,6 +169,15 @@ def harmonic_tail(lo: int, hi: int, alpha: object, *, dps: int = DEFAULT_DPS) ->
         work = dps + _GUARD_DPS + math.ceil(loss) + 2
     with mpmath.workdps(dps):
         return +value
+
+
+def harmonic_tail(lo: int, hi: int, alpha: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
+    """Tail sum ``sum_{k=lo+1}^{hi} k^-alpha = H_hi^(alpha) - H_lo^(alpha)`` without cancellation.
+
+    The log-distance prior mass ``S_hi - S_lo`` on the distances ``lo <= d < hi``
+    (THEORY.md §5–§6); ``power_sum`` with ``shift = 1``.
+    """
+    return power_sum(lo, hi, alpha, shift=1, dps=dps)
 
 
 def harmonic_number(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
@@ -231,7 +253,7 @@ def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> fl
             return value  # accuracy limited by the width of alpha itself
         work *= 2
     if not value.is_finite():
-        raise ValueError(f"alpha ball {alpha} contains 1: the Hurwitz difference is undefined there")
+        raise ValueError(f"alpha ball {alpha} contains 1: the difference is undefined there")
     return value
 
 
