@@ -1,0 +1,188 @@
+"""The one result type every theorem check returns, and the spec that registers a check.
+
+A check measures a quantity, computes the bound or closed form THEORY.md states for it by an
+independent route, and compares the two. ``CheckResult`` records both, the slack, whether the
+statement held, and where (dtype, device, TF32) and how long it ran. ``CheckSpec`` tells the
+report command and the tests how to run a check at CI, default and full sizes, and how to run
+its negative control: the same check fed something deliberately wrong, which must report
+``holds = False`` (proof that the check can fail).
+
+>>> r = make_result(check="demo", theorem="Theorem 1 (§3)", quantity="max a[l,j]",
+...                 measured=0.5, reference=1.0, relation="<=")
+>>> r.holds, r.slack
+(True, 0.5)
+>>> make_result(check="demo", theorem="§2", quantity="q", measured=1.0, reference=1.0 + 1e-9,
+...             relation="==", tol=1e-6).holds
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RELATIONS", "CheckResult", "CheckSpec", "make_result", "stopwatch"]
+
+#: ``<=``: measured <= reference (an upper bound); ``>=``: a lower bound;
+#: ``==``: |measured - reference| <= tol (a closed form or an independent solver).
+RELATIONS = ("<=", ">=", "==")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one executable theorem check.
+
+    Attributes
+    ----------
+    check : short identifier, e.g. ``"thm1_weight_bound"``.
+    theorem : the statement and its THEORY.md section, e.g. ``"Theorem 1 (§3)"``.
+    quantity : what was measured, in words a reader of the report understands.
+    measured : the measured value (the worst case over everything the check ran).
+    reference : the bound or closed form it is compared with.
+    relation : one of ``RELATIONS``.
+    tol : the tolerance of an ``==`` comparison (also an allowance on ``<=``/``>=`` for
+        round-off, stated by the check; 0 by default).
+    slack : how far inside the statement the measurement lies (positive: holds).
+        ``<=``: ``reference + tol - measured``; ``>=``: ``measured + tol - reference``;
+        ``==``: ``tol - |measured - reference|``.
+    holds : ``slack >= 0`` (and everything finite).
+    params : the parameters the check ran with.
+    dtype, device, tf32 : where it ran (TF32 is always off in checks; recorded anyway).
+    seconds : wall time.
+    details : anything else worth reporting (per-case values, fitted slopes, ...).
+    """
+
+    check: str
+    theorem: str
+    quantity: str
+    measured: float
+    reference: float
+    relation: str
+    tol: float
+    slack: float
+    holds: bool
+    params: Mapping[str, Any] = field(default_factory=dict)
+    dtype: str = "float64"
+    device: str = "cpu"
+    tf32: bool = False
+    seconds: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (floats as floats; non-finite values as strings)."""
+
+        def clean(value: Any) -> Any:
+            if isinstance(value, float) and not math.isfinite(value):
+                return repr(value)
+            if isinstance(value, Mapping):
+                return {str(k): clean(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [clean(v) for v in value]
+            if isinstance(value, (bool, int, str)) or value is None:
+                return value
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return str(value)
+
+        return {
+            "check": self.check,
+            "theorem": self.theorem,
+            "quantity": self.quantity,
+            "measured": clean(float(self.measured)),
+            "reference": clean(float(self.reference)),
+            "relation": self.relation,
+            "tol": clean(float(self.tol)),
+            "slack": clean(float(self.slack)),
+            "holds": bool(self.holds),
+            "params": clean(dict(self.params)),
+            "dtype": self.dtype,
+            "device": self.device,
+            "tf32": self.tf32,
+            "seconds": float(self.seconds),
+            "details": clean(dict(self.details)),
+        }
+
+
+def make_result(
+    *,
+    check: str,
+    theorem: str,
+    quantity: str,
+    measured: float,
+    reference: float,
+    relation: str,
+    tol: float = 0.0,
+    params: Mapping[str, Any] | None = None,
+    dtype: str = "float64",
+    device: str = "cpu",
+    seconds: float = 0.0,
+    details: Mapping[str, Any] | None = None,
+) -> CheckResult:
+    """Build a ``CheckResult``, computing ``slack`` and ``holds`` from ``relation``."""
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+    measured = float(measured)
+    reference = float(reference)
+    tol = float(tol)
+    if not tol >= 0:
+        raise ValueError(f"tol must be >= 0, got {tol!r}")
+    if relation == "<=":
+        slack = reference + tol - measured
+    elif relation == ">=":
+        slack = measured + tol - reference
+    else:
+        slack = tol - abs(measured - reference)
+    holds = math.isfinite(slack) and slack >= 0
+    return CheckResult(
+        check=check,
+        theorem=theorem,
+        quantity=quantity,
+        measured=measured,
+        reference=reference,
+        relation=relation,
+        tol=tol,
+        slack=slack,
+        holds=bool(holds),
+        params=dict(params or {}),
+        dtype=dtype,
+        device=str(device),
+        tf32=False,
+        seconds=float(seconds),
+        details=dict(details or {}),
+    )
+
+
+@contextmanager
+def stopwatch() -> Iterator[Callable[[], float]]:
+    """``with stopwatch() as elapsed: ...; elapsed()`` gives seconds since entry."""
+    start = time.perf_counter()
+    yield lambda: time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """How to run one check.
+
+    ``run(**kwargs)`` returns a ``CheckResult``. ``ci``, ``default`` and ``full`` are the
+    keyword arguments for the test suite, ``python -m proofs_check`` and ``--full``.
+    ``negative`` are keyword arguments added to ``ci`` that feed the check something
+    deliberately wrong (a bound scaled below the truth, a perturbed operator, a wrong
+    ``rho``, the batch plan in place of the prefix-consistent one): with them the check
+    must report ``holds = False``. ``torch_args``: whether ``run`` accepts ``dtype`` and
+    ``device`` (pure-``priors`` checks do not depend on them).
+    """
+
+    name: str
+    theorem: str
+    section: str
+    run: Callable[..., CheckResult]
+    ci: Mapping[str, Any] = field(default_factory=dict)
+    default: Mapping[str, Any] = field(default_factory=dict)
+    full: Mapping[str, Any] = field(default_factory=dict)
+    negative: Mapping[str, Any] = field(default_factory=dict)
+    torch_args: bool = True
