@@ -205,8 +205,10 @@ def _arb_alpha(alpha: object) -> flint.arb:
     if isinstance(alpha, flint.arb):
         return alpha
     if isinstance(alpha, mpmath.mpf):
-        man, exp = alpha.man_exp
-        return flint.arb(man) * flint.arb(2) ** exp if exp < 0 else flint.arb(man * 2**exp)
+        # exact at any working precision (a product by 2**exp would be rounded to it);
+        # the raw tuple, because ``mpf.man_exp`` drops the sign
+        sign, man, exp, _bc = alpha._mpf_
+        return flint.arb((-int(man) if sign else int(man), int(exp)))
     if isinstance(alpha, numbers.Integral):
         return flint.arb(int(alpha))
     if isinstance(alpha, float):

@@ -1,0 +1,251 @@
+"""The shared interface of every positional prior (THEORY.md §5).
+
+An additive distance bias ``b(d)`` (``d = l - j >= 0``) is the prior
+``pi_l(j) ∝ exp(b(l - j))`` of the entropic-OT view (THEORY.md §1). Everything the
+toolkit computes about it follows from one primitive, the prior mass on a range of
+distances::
+
+    weight_sum(lo, hi) = sum_{d=lo}^{hi-1} e^{b(d)}        (S_m = weight_sum(0, m))
+
+With it, at query length ``l`` and content scores ``B = 0`` (THEORY.md §5)::
+
+    M_l(W) = S_W / (S_W + T),   D_l(W) = T / (S_W + T),   T = weight_sum(W, l),
+
+both computed from the tail ``T`` itself, never as ``1 - M`` (no digits lost when the
+distant mass is tiny), and ``M_inf(W) = S_W / S_inf`` (0 when ``S_inf = inf``).
+
+Conventions (pinned in ``tests/priors/test_encodings.py``): the window of size ``W``
+is the ``W`` keys at distances ``0 .. W-1``, the query itself included; the query at
+position ``l`` sees the ``l`` keys ``j <= l`` (causal), i.e. distances ``0 .. l-1``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import mpmath
+import numpy as np
+
+from priors.harmonic import DEFAULT_DPS, _check_dps, as_count
+
+if TYPE_CHECKING:  # pragma: no cover
+    from priors.classify import Classification
+
+__all__ = [
+    "GUARD_DPS",
+    "Encoding",
+    "check_window_length",
+    "finite_param",
+    "positive_param",
+]
+
+#: Guard digits used inside the mass computations, rounded away at the end.
+GUARD_DPS = 8
+
+
+def finite_param(value: object, name: str) -> float:
+    """A finite real parameter as ``float``; ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    return out
+
+
+def positive_param(value: object, name: str, *, allow_zero: bool = False) -> float:
+    """A finite parameter ``> 0`` (or ``>= 0`` with ``allow_zero``)."""
+    out = finite_param(value, name)
+    if out < 0 or (out == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return out
+
+
+def check_window_length(window: object, length: object) -> tuple[int, int]:
+    """Validate ``1 <= window <= length <= 1e18`` (THEORY.md §5 needs ``l >= W``)."""
+    w = as_count(window, "window", minimum=1)
+    n = as_count(length, "length", minimum=1)
+    if n < w:
+        raise ValueError(f"length must be >= window, got window={w}, length={n}")
+    return w, n
+
+
+def _as_distances(d: object, length: int | None) -> tuple[np.ndarray, bool]:
+    scalar = np.ndim(d) == 0
+    try:
+        arr = np.asarray(d, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"d must be real distances, got {d!r}") from exc
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError("d must be finite distances >= 0")
+    if length is not None and np.any(arr > length - 1):
+        raise ValueError(f"d must be <= length - 1 = {length - 1} (keys j <= l)")
+    return arr, scalar
+
+
+@dataclass(frozen=True)
+class Encoding(ABC):
+    """A positional prior ``e^{b(d)}`` on distances ``d >= 0`` (THEORY.md §5).
+
+    Subclasses are frozen dataclasses whose ``__post_init__`` validates the parameters
+    (``ValueError`` naming the argument) and implement ``_bias`` and ``weight_sum``.
+    """
+
+    #: Short name used by the command line and in reports.
+    name: ClassVar[str] = "encoding"
+    #: True when the prior depends on the query length ``l`` (causal-OT prior).
+    length_dependent: ClassVar[bool] = False
+    #: Correct significant digits the masses can carry (None: as many as ``dps``).
+    max_digits: ClassVar[int | None] = None
+
+    # -- parameters ------------------------------------------------------------------
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The parameters as a JSON-friendly dict."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # -- the bias --------------------------------------------------------------------
+
+    def bias(self, d: object, *, length: int | None = None) -> np.ndarray | float:
+        """``b(d)`` in float64 for distances ``d >= 0`` (scalar in, float out)."""
+        if length is not None:
+            length = as_count(length, "length", minimum=1)
+        if self.length_dependent and length is None:
+            raise ValueError(f"length is required: the {self.name} prior depends on l")
+        arr, scalar = _as_distances(d, length)
+        out = np.asarray(self._bias(arr, length), dtype=np.float64)
+        return float(out) if scalar else out
+
+    @abstractmethod
+    def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
+        """``b(d)`` for a validated float64 array of distances."""
+
+    # -- prior masses ----------------------------------------------------------------
+
+    @abstractmethod
+    def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
+        """``sum_{d=lo}^{hi-1} e^{b(d)}`` with validated ``0 <= lo <= hi``, ``dps`` digits."""
+
+    def weight_sum(
+        self, lo: int, hi: int, *, length: int | None = None, dps: int = DEFAULT_DPS
+    ) -> mpmath.mpf:
+        """Prior mass ``sum_{d=lo}^{hi-1} e^{b(d)}`` on the distances ``lo <= d < hi``.
+
+        ``length`` is the query length ``l`` for length-dependent priors (then
+        ``hi <= l``); stationary priors ignore it.
+        """
+        lo = as_count(lo, "lo")
+        hi = as_count(hi, "hi")
+        if hi < lo:
+            raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
+        dps = _check_dps(dps)
+        if self.length_dependent:
+            if length is None:
+                raise ValueError(f"length is required: the {self.name} prior depends on l")
+            length = as_count(length, "length", minimum=1)
+            if hi > length:
+                raise ValueError(f"hi must be <= length = {length}, got {hi}")
+        self._check_range(hi)
+        return self._weight_sum(lo, hi, length, dps)
+
+    def _check_range(self, hi: int) -> None:
+        """Hook: reject distances the encoding cannot sum (``ValueError`` naming length)."""
+
+    def partial_sum(
+        self, m: int, *, length: int | None = None, dps: int = DEFAULT_DPS
+    ) -> mpmath.mpf:
+        """``S_m = sum_{d<m} e^{b(d)}`` (THEORY.md §5), ``dps`` digits, O(1) in ``m`` where a
+        closed form exists."""
+        return self.weight_sum(0, m, length=length, dps=dps)
+
+    def total_sum(self, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
+        """``S_inf = sum_{d>=0} e^{b(d)}``; ``mpmath.inf`` when the prior is not summable."""
+        return mpmath.inf
+
+    def _masses(self, window: object, length: object, dps: int) -> tuple[Any, Any, int]:
+        w, n = check_window_length(window, length)
+        dps = _check_dps(dps)
+        self._warn_digits(dps)
+        work = dps + GUARD_DPS
+        lkw = n if self.length_dependent else None
+        s_w = self.weight_sum(0, w, length=lkw, dps=work)
+        tail = self.weight_sum(w, n, length=lkw, dps=work)
+        return s_w, tail, dps
+
+    def _warn_digits(self, dps: int) -> None:
+        if self.max_digits is not None and dps > self.max_digits:
+            warnings.warn(
+                f"{self.name} masses carry about {self.max_digits} correct digits "
+                f"(float64-backed), not dps={dps}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def window_mass(self, window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
+        """Exact window mass ``M_l(W) = S_W / S_l`` at ``B = 0`` (THEORY.md §5)."""
+        s_w, tail, dps = self._masses(window, length, dps)
+        with mpmath.workdps(dps + GUARD_DPS):
+            value = s_w / (s_w + tail)
+        with mpmath.workdps(dps):
+            return +value
+
+    def distant_mass(self, window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
+        """Exact distant mass ``D_l(W) = (S_l - S_W) / S_l`` at ``B = 0``, from the tail sum
+        (no subtraction ``1 - M``)."""
+        s_w, tail, dps = self._masses(window, length, dps)
+        with mpmath.workdps(dps + GUARD_DPS):
+            value = tail / (s_w + tail)
+        with mpmath.workdps(dps):
+            return +value
+
+    def limit_window_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
+        """``M_inf(W) = S_W / S_inf`` (THEORY.md §5); 0 for a diluting prior."""
+        w = as_count(window, "window", minimum=1)
+        dps = _check_dps(dps)
+        total = self.total_sum(dps=dps + GUARD_DPS)
+        with mpmath.workdps(dps):
+            if mpmath.isinf(total):
+                return mpmath.mpf(0)
+        s_w = self.weight_sum(0, w, dps=dps + GUARD_DPS)
+        with mpmath.workdps(dps + GUARD_DPS):
+            value = s_w / total
+        with mpmath.workdps(dps):
+            return +value
+
+    def limit_distant_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
+        """``D_inf(W) = 1 - M_inf(W)`` (1 for a diluting prior), from the tail when finite."""
+        w = as_count(window, "window", minimum=1)
+        dps = _check_dps(dps)
+        total = self.total_sum(dps=dps + GUARD_DPS)
+        if mpmath.isinf(total):
+            with mpmath.workdps(dps):
+                return mpmath.mpf(1)
+        tail = self._tail_from(w, dps + GUARD_DPS)
+        with mpmath.workdps(dps + GUARD_DPS):
+            value = tail / total
+        with mpmath.workdps(dps):
+            return +value
+
+    def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
+        """``sum_{d>=w} e^{b(d)}`` for a summable prior (override to avoid the subtraction)."""
+        total = self.total_sum(dps=dps + GUARD_DPS)
+        s_w = self.weight_sum(0, w, dps=dps + GUARD_DPS)
+        with mpmath.workdps(dps + GUARD_DPS):
+            return total - s_w
+
+    # -- classification --------------------------------------------------------------
+
+    @abstractmethod
+    def classify(self) -> Classification:
+        """Summable or dilutes, with the rate and the evidence (THEORY.md §5)."""
+
+    def sympy_summand(self, d: Any) -> Any:
+        """``e^{b(d)}`` as a sympy expression in the symbol ``d`` (closed-form families)."""
+        raise NotImplementedError(f"{self.name} has no symbolic summand")

@@ -1,0 +1,77 @@
+"""Log-distance (power-law) prior ``b(d) = -alpha ln(1+d)`` (THEORY.md §5–§6).
+
+``e^{b(d)} = (1+d)^-alpha``, so ``S_m = H_m^(alpha)``, a generalised harmonic number,
+evaluated through Hurwitz zeta (digamma at ``alpha = 1``) by ``priors.harmonic.power_sum``
+with the cancellation near ``alpha = 1`` recovered: O(1) in ``m`` with ``dps`` digits.
+Summable iff ``alpha > 1`` (p-series test), then ``M_inf(W) = H_W^(alpha) / zeta(alpha)``
+and the distant mass ``zeta(alpha, W+1) / zeta(alpha)`` (no subtraction). For
+``alpha < 1`` the window mass dilutes like ``l^-(1-alpha)``, at ``alpha = 1`` like
+``H_W / H_l ~ ln W / ln l``.
+
+>>> from mpmath import mpf, zeta, workdps
+>>> enc = LogDistance(alpha=2.0)
+>>> with workdps(30):
+...     abs(enc.limit_window_mass(1) - 6 / mpmath.pi ** 2) < mpf(10) ** -28
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from priors.classify import Classification
+from priors.encodings.base import Encoding, positive_param
+from priors.harmonic import power_sum
+
+__all__ = ["LogDistance"]
+
+
+@dataclass(frozen=True)
+class LogDistance(Encoding):
+    """``b(d) = -alpha ln(1+d)``, ``alpha >= 0``; summable iff ``alpha > 1``."""
+
+    alpha: float = 1.1
+    name = "log-distance"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alpha", positive_param(self.alpha, "alpha", allow_zero=True))
+
+    def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
+        return -self.alpha * np.log1p(d)
+
+    def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
+        return power_sum(lo, hi, self.alpha, shift=1, dps=dps)
+
+    def total_sum(self, *, dps: int = 30) -> mpmath.mpf:
+        """``S_inf = zeta(alpha)`` for ``alpha > 1``, else ``inf``."""
+        if self.alpha <= 1:
+            return mpmath.inf
+        with mpmath.workdps(dps + 10):
+            value = mpmath.zeta(mpmath.mpf(self.alpha))
+        with mpmath.workdps(dps):
+            return +value
+
+    def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
+        with mpmath.workdps(dps + 10):
+            value = mpmath.zeta(mpmath.mpf(self.alpha), w + 1)
+        with mpmath.workdps(dps):
+            return +value
+
+    def classify(self) -> Classification:
+        a = self.alpha
+        evidence = {"test": "p-series sum (1+d)^-alpha", "exponent": a}
+        if a > 1:
+            evidence["limit_window_mass"] = "H_W^(alpha) / zeta(alpha)"
+            return Classification("summable", "l^-(alpha-1)", evidence)
+        if a == 1:
+            return Classification("dilutes", "ln W/ln l", evidence)
+        return Classification("dilutes", "l^-(1-alpha)", evidence)
+
+    def sympy_summand(self, d: Any) -> Any:
+        import sympy
+
+        return (d + 1) ** (-sympy.Rational(self.alpha))

@@ -1,0 +1,123 @@
+"""T5 relative-position buckets, unidirectional (Raffel et al. 2020), THEORY.md §5.
+
+The bias is a learned table ``b = table[bucket(d)]`` over ``num_buckets`` buckets. The
+unidirectional (causal) bucket of distance ``d >= 0``, with ``E = num_buckets // 2``::
+
+    bucket(d) = d                                                        if d < E
+              = min(E + floor(ln(d/E) / ln(max_distance/E) * (num_buckets - E)),
+                    num_buckets - 1)                                     otherwise
+
+(evaluated here in float64; the reference evaluates the logarithm in float32, which can
+move a distance across a boundary only where the argument of ``floor`` lies within float32
+rounding of an integer). ``bucket`` is nondecreasing and reaches the last bucket at a
+finite distance ``D_sat <= max_distance``, so the prior is a finite sum over ``d < D_sat``
+plus a constant tail ``e^{table[-1]}`` per key: closed form, O(1) in the length, and not
+summable (dilutes like ``W/l`` up to the constant ``e^{table[-1]}``).
+
+>>> enc = T5Buckets(table=[0.0] * 32)       # a zero table is NoPE
+>>> float(enc.window_mass(16, 1024)) == 16 / 1024
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from priors.classify import Classification
+from priors.encodings.base import Encoding
+
+__all__ = ["T5Buckets", "t5_bucket"]
+
+
+def t5_bucket(d: Any, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+    """Unidirectional T5 bucket index of distances ``d >= 0`` (int64 array)."""
+    d = np.asarray(d, dtype=np.float64)
+    exact = num_buckets // 2
+    with np.errstate(divide="ignore"):
+        large = exact + np.floor(
+            np.log(np.maximum(d, 1.0) / exact)
+            / math.log(max_distance / exact)
+            * (num_buckets - exact)
+        )
+    large = np.minimum(large, num_buckets - 1)
+    return np.where(d < exact, np.floor(d), large).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class T5Buckets(Encoding):
+    """T5 unidirectional relative buckets with a learned ``table`` (length ``num_buckets``).
+
+    ``table`` is required (the learned per-bucket biases of one head); it is stored as a
+    tuple of floats.
+    """
+
+    num_buckets: int = 32
+    max_distance: int = 128
+    table: tuple[float, ...] | None = None
+    name = "t5"
+
+    def __post_init__(self) -> None:
+        nb, md = self.num_buckets, self.max_distance
+        if isinstance(nb, bool) or not isinstance(nb, (int, np.integer)) or nb < 2:
+            raise ValueError(f"num_buckets must be an integer >= 2, got {nb!r}")
+        if isinstance(md, bool) or not isinstance(md, (int, np.integer)) or md <= nb // 2:
+            raise ValueError(f"max_distance must be an integer > num_buckets // 2, got {md!r}")
+        if self.table is None:
+            raise ValueError("table is required: the learned per-bucket biases")
+        try:
+            table = np.asarray(self.table, dtype=np.float64).ravel()
+        except (TypeError, ValueError) as exc:
+            raise ValueError("table must be a sequence of real numbers") from exc
+        if table.size != nb:
+            raise ValueError(f"table must have num_buckets = {nb} entries, got {table.size}")
+        if not np.all(np.isfinite(table)):
+            raise ValueError("table must be finite")
+        object.__setattr__(self, "num_buckets", int(nb))
+        object.__setattr__(self, "max_distance", int(md))
+        object.__setattr__(self, "table", tuple(float(t) for t in table))
+
+    @property
+    def saturation(self) -> int:
+        """``D_sat``: the smallest distance in the last bucket (all larger ones are too)."""
+        d = np.arange(self.max_distance + 1)
+        buckets = t5_bucket(d, self.num_buckets, self.max_distance)
+        return int(np.argmax(buckets == self.num_buckets - 1))
+
+    def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
+        table = np.asarray(self.table)
+        return table[t5_bucket(d, self.num_buckets, self.max_distance)]
+
+    def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
+        sat = self.saturation
+        with mpmath.workdps(dps + 10):
+            head_hi = min(hi, sat)
+            value = mpmath.mpf(0)
+            if lo < head_hi:
+                buckets = t5_bucket(np.arange(lo, head_hi), self.num_buckets, self.max_distance)
+                counts = np.bincount(buckets, minlength=self.num_buckets)
+                value = mpmath.fsum(
+                    int(c) * mpmath.exp(mpmath.mpf(self.table[k]))
+                    for k, c in enumerate(counts)
+                    if c
+                )
+            n_tail = hi - max(lo, sat)
+            if n_tail > 0:
+                value += n_tail * mpmath.exp(mpmath.mpf(self.table[-1]))
+        with mpmath.workdps(dps):
+            return +value
+
+    def classify(self) -> Classification:
+        return Classification(
+            "dilutes",
+            "W/l",
+            {
+                "test": "constant bias table[-1] beyond the last bucket boundary",
+                "saturation_distance": self.saturation,
+                "tail_weight": math.exp(self.table[-1]),
+            },
+        )

@@ -1,0 +1,309 @@
+"""Certified search for the exponent margin of THEORY.md §7 (Arb ball arithmetic).
+
+Log-distance prior ``b(d) = -alpha ln(1+d)`` with ``alpha = 1 + delta``, window ``W``,
+lengths ``W <= L0 < L1``, content-score bound ``B >= 0`` and ``E = e^{2B}``. With
+``S_W = H_W^(alpha)`` and the prior tails ``T_l = H_l^(alpha) - H_W^(alpha)`` (computed as
+tails, never as a difference of partial sums), THEORY §5 gives
+
+    D^+_l = E T_l / (S_W + E T_l),        D^-_l = T_l / (E S_W + T_l),
+
+and the growth of §7 is ``G(alpha) = D^+_{L1} - D^-_{L0}`` (at ``B = 0`` both bounds are the
+exact distant mass ``D_l = T_l / S_l``). The margin is the smallest ``delta* >= 0`` with
+``sup_{alpha >= 1 + delta*} G(alpha) <= tol``.
+
+**The monotonicity lemma used everywhere.** ``R_l(alpha) = T_l / S_W`` is nonincreasing in
+``alpha``: ``d/dalpha ln R_l = -(E_tail[ln k] - E_win[ln k])`` where the first mean is over
+``W < k <= l`` with weights ``k^-alpha`` and the second over ``k <= W``; every tail ``k``
+exceeds every window ``k``, so the derivative is ``<= 0`` (a likelihood-ratio argument).
+``D^+_l = E R_l / (1 + E R_l)`` and ``D^-_l = R_l / (E + R_l)`` are increasing functions of
+``R_l``, hence both are nonincreasing in ``alpha``. Consequences (each used below):
+
+* on an interval ``a <= alpha <= b``:  ``G(alpha) <= D^+_{L1}(a) - D^-_{L0}(b)``  (box bound);
+* for ``alpha >= alpha_max``: ``G(alpha) <= D^+_{L1}(alpha) <= D^+_{L1}(alpha_max)``, so one
+  ball evaluation certifies the whole half-line ``[alpha_max, inf)`` (the analytic tail bound
+  ``D^+_{L1} <= E W^{1-alpha} / (alpha - 1)`` shows such an ``alpha_max`` exists);
+* if ``L0 = W`` then ``D^-_{L0} = 0`` and ``G = D^+_{L1}`` is itself nonincreasing: the
+  supremum over ``alpha >= 1 + delta`` is ``G(1 + delta)`` (proved, not assumed).
+
+**The sweep.** Starting from ``c = alpha_max - 1`` (certified: nothing at or beyond it
+violates), boxes ``[a, c]`` are certified right to left with the box bound; the step grows
+after a success and shrinks after a failure. A failed box whose left end has a ball
+``G(1 + a)`` strictly above ``tol`` is a proven violation ``delta_lo = a``. Then bisection:
+a midpoint of ``(delta_lo, c)`` that violates becomes ``delta_lo``; one that does not is
+made the new ``c`` by sweeping ``[mid, c]`` (the box bound is first order in the box width,
+so the boxes shrink geometrically towards the crossing; a violation met on the way becomes
+``delta_lo``). At exit ``delta_hi = c`` satisfies ``sup_{alpha >= 1 + delta_hi} G <= tol``
+(union of the certified boxes and the half-line) and ``delta_lo`` violates, so
+``delta* in (delta_lo, delta_hi]``. This works whether or not ``G`` is monotone: the growth
+with ``B > 0`` need not be (THEORY §7).
+
+All trial points ``delta`` are Python floats; ``alpha = 1 + delta`` is formed exactly as an
+Arb ball of radius 0, so the reported bracket endpoints are exactly the points that were
+proven.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import flint
+
+from priors.content_bounds import distant_mass_bounds
+from priors.harmonic import harmonic_number_arb, harmonic_tail_arb
+
+__all__ = [
+    "GrowthProblem",
+    "SearchOutcome",
+    "SupOutcome",
+    "certified_search",
+    "exact_alpha",
+    "float_down",
+    "float_up",
+    "locate_sup",
+]
+
+
+def float_down(ball: flint.arb) -> float:
+    """A float ``<=`` every point of ``ball`` (lower end rounded outward)."""
+    return math.nextafter(float(ball.lower()), -math.inf)
+
+
+def float_up(ball: flint.arb) -> float:
+    """A float ``>=`` every point of ``ball`` (upper end rounded outward)."""
+    return math.nextafter(float(ball.upper()), math.inf)
+
+
+def exact_alpha(delta: float) -> flint.arb:
+    """The exact ball ``1 + delta`` (radius 0) for a float ``delta >= 0``."""
+    if delta == 0.0:
+        return flint.arb(1)
+    _, exponent = math.frexp(delta)
+    bits = 64 + max(0, -exponent)  # 53 mantissa bits below 2^exponent, plus the leading 1
+    with flint.ctx.workprec(bits):
+        out = flint.arb(1) + flint.arb(delta)
+    assert out.rad() == 0, "1 + delta was not formed exactly"
+    return out
+
+
+@dataclass
+class GrowthProblem:
+    """The growth ``G(1 + delta) = D^+_{L1} - D^-_{L0}`` of THEORY §7 as Arb balls.
+
+    ``tol`` and ``score_bound`` are decimal strings (read as the exact decimals they
+    spell, enclosed in balls); ``prec`` is the Arb working precision in bits. Evaluations
+    are cached per ``delta``.
+    """
+
+    window: int
+    lmin: int
+    lmax: int
+    tol: str
+    score_bound: str
+    prec: int
+    evaluations: int = 0
+    _cache: dict[float, tuple[flint.arb, flint.arb]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        with flint.ctx.workprec(self.prec + 16):
+            self.tol_ball = flint.arb(self.tol)
+            bound = flint.arb(self.score_bound)
+            self.factor = flint.arb(1) if bound == 0 else (2 * bound).exp()
+
+    def pieces(self, delta: float) -> tuple[flint.arb, flint.arb]:
+        """``(D^+_{L1}, D^-_{L0})`` at ``alpha = 1 + delta``, balls (THEORY §5)."""
+        hit = self._cache.get(delta)
+        if hit is not None:
+            return hit
+        alpha = exact_alpha(delta)
+        window_sum = harmonic_number_arb(self.window, alpha, prec=self.prec)
+        tail_max = harmonic_tail_arb(self.window, self.lmax, alpha, prec=self.prec)
+        tail_min = (
+            harmonic_tail_arb(self.window, self.lmin, alpha, prec=self.prec)
+            if self.lmin > self.window
+            else flint.arb(0)
+        )
+        with flint.ctx.workprec(self.prec + 16):
+            d_max_hi = distant_mass_bounds(window_sum, tail_max, self.factor)[1]
+            d_min_lo = distant_mass_bounds(window_sum, tail_min, self.factor)[0]
+        self.evaluations += 1
+        self._cache[delta] = (d_max_hi, d_min_lo)
+        return d_max_hi, d_min_lo
+
+    def growth(self, delta: float) -> flint.arb:
+        """Ball of ``G(1 + delta)``."""
+        d_max_hi, d_min_lo = self.pieces(delta)
+        with flint.ctx.workprec(self.prec + 16):
+            return d_max_hi - d_min_lo
+
+    def box_bound(self, a: float, b: float) -> flint.arb:
+        """Ball whose upper end bounds ``sup G`` on ``1 + a <= alpha <= 1 + b`` (module doc)."""
+        with flint.ctx.workprec(self.prec + 16):
+            return self.pieces(a)[0] - self.pieces(b)[1]
+
+    def certified_le_tol(self, value: flint.arb) -> bool:
+        with flint.ctx.workprec(self.prec + 16):
+            return bool(value <= self.tol_ball)
+
+    def certified_gt_tol(self, value: flint.arb) -> bool:
+        with flint.ctx.workprec(self.prec + 16):
+            return bool(value > self.tol_ball)
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """Result of ``certified_search`` (``delta_lo is None`` when ``delta* = 0``)."""
+
+    delta_lo: float | None
+    delta_hi: float
+    delta_max: float
+    boxes: int
+    resolved: bool
+
+
+#: Largest ``alpha_max - 1`` tried before giving up (the tail bound makes this unreachable
+#: for any finite score bound below ~1e6).
+_DELTA_CAP = 2.0**40
+
+
+def _find_delta_max(problem: GrowthProblem) -> float:
+    """Smallest power of two ``d >= 1/4`` with ``D^+_{L1}(1 + d) <= tol`` (certified)."""
+    d = 0.25
+    while d <= _DELTA_CAP:
+        if problem.certified_le_tol(problem.pieces(d)[0]):
+            return d
+        d *= 2.0
+    raise ValueError(
+        "score_bound is too large: no alpha <= 2^40 brings the distant mass below tol"
+    )
+
+
+def _sweep(problem: GrowthProblem, a: float, b: float) -> tuple[str, float, float, int]:
+    """Certify ``[1 + a, 1 + b]`` right to left with box bounds (module docstring).
+
+    Returns ``(status, c, x, boxes)``: ``c`` is the left end of the certified part
+    ``[c, b]``; ``status`` is ``"ok"`` (``c == a``), ``"violation"`` (``G(1 + x) > tol``
+    proven, ``a <= x < c``) or ``"stuck"`` (the box bound could not be brought below
+    ``tol`` before the float resolution of ``delta`` ran out).
+    """
+    c = b
+    step = b - a
+    boxes = 0
+    while c > a:
+        x = max(c - step, a)
+        if not x < c or step <= c * 2.0**-50:
+            return "stuck", c, x, boxes
+        if problem.certified_le_tol(problem.box_bound(x, c)):
+            c = x
+            boxes += 1
+            step *= 2.0
+            continue
+        if problem.certified_gt_tol(problem.growth(x)):
+            return "violation", c, x, boxes
+        step /= 2.0
+    return "ok", c, c, boxes
+
+
+def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
+    """Bracket ``delta*`` with certified sweeps and bisection (module docstring).
+
+    Phase 1 sweeps ``[0, delta_max]`` from the right until the first proven violation
+    (or certifies everything: ``delta* = 0``). Phase 2 bisects ``(delta_lo, delta_hi)``:
+    a midpoint with a ball ``G`` strictly above ``tol`` becomes ``delta_lo``; otherwise
+    the piece ``[mid, delta_hi]`` is certified by a sweep (which may instead expose a
+    violation inside it). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``.
+    ``resolved`` is ``False`` when the balls could not separate ``G`` from ``tol`` (a
+    tangency, or too little precision); the bracket returned is then still proven on its
+    upper end.
+    """
+    delta_max = _find_delta_max(problem)
+    status, c, x, boxes = _sweep(problem, 0.0, delta_max)
+    boxes += 1  # the half-line beyond alpha_max
+    if status == "ok":
+        return SearchOutcome(None, 0.0, delta_max, boxes, True)
+    if status == "stuck":
+        return SearchOutcome(None, c, delta_max, boxes, False)
+    lo = x
+    while c - lo > rtol * c:
+        mid = lo + (c - lo) / 2.0
+        if not lo < mid < c:
+            break  # float resolution of delta reached
+        g = problem.growth(mid)
+        if problem.certified_gt_tol(g):
+            lo = mid
+            continue
+        if not problem.certified_le_tol(g):
+            return SearchOutcome(lo, c, delta_max, boxes, False)  # ball straddles tol
+        status, c, x, extra = _sweep(problem, mid, c)
+        boxes += extra
+        if status == "violation":
+            lo = x
+        elif status == "stuck":
+            return SearchOutcome(lo, c, delta_max, boxes, False)
+    return SearchOutcome(lo, c, delta_max, boxes, True)
+
+
+@dataclass(frozen=True)
+class SupOutcome:
+    """Location and enclosure ``[lower, upper]`` of ``sup G`` over ``alpha >= 1 + start``."""
+
+    location: float  # the delta where the best lower bound was found
+    lower: float
+    upper: float
+    boxes: int
+
+
+def locate_sup(
+    problem: GrowthProblem,
+    start: float,
+    *,
+    rtol: float = 1e-3,
+    max_evaluations: int = 150,
+) -> SupOutcome:
+    """Branch and bound for ``sup_{alpha >= 1 + start} G(alpha)`` (box bound of the module doc).
+
+    The half-line beyond ``1 + d_far`` is bounded by ``D^+_{L1}(1 + d_far)``, with ``d_far``
+    the first ``start + 2^k`` where that bound drops to the best point value found on a
+    coarse grid; boxes of ``[start, d_far]`` are then split, largest upper bound first,
+    until that upper bound is within ``rtol`` (relative) of the best point value. The
+    returned ``lower`` is a proven lower bound (a point value, rounded down), ``upper`` a
+    proven upper bound (rounded up); ``location`` is where ``lower`` was attained. The box
+    bound is first order in the box width, so the enclosure is resolved to a few digits
+    only (the margin itself never relies on it).
+    """
+    start_evals = problem.evaluations
+    best, best_at = float_down(problem.growth(start)), start
+    span = 0.25
+    while True:
+        far = start + span
+        value = float_down(problem.growth(far))
+        if value > best:
+            best, best_at = value, far
+        tail_upper = float_up(problem.pieces(far)[0])
+        if tail_upper <= best * (1.0 + rtol) or span >= _DELTA_CAP:
+            break
+        span *= 2.0
+    points = [start + (far - start) * i / 16.0 for i in range(17)]
+    for p in points:
+        value = float_down(problem.growth(p))
+        if value > best:
+            best, best_at = value, p
+    heap = [(-float_up(problem.box_bound(a, b)), a, b) for a, b in itertools.pairwise(points)]
+    heapq.heapify(heap)
+    boxes = len(heap) + 1
+    while heap and problem.evaluations - start_evals < max_evaluations:
+        neg_u, a, b = heap[0]
+        m = (a + b) / 2.0
+        if -neg_u <= best + rtol * abs(best) or not a < m < b:
+            break
+        heapq.heappop(heap)
+        value = float_down(problem.growth(m))
+        if value > best:
+            best, best_at = value, m
+        for lo_, hi_ in ((a, m), (m, b)):
+            heapq.heappush(heap, (-float_up(problem.box_bound(lo_, hi_)), lo_, hi_))
+        boxes += 1
+    upper = max(-heap[0][0] if heap else -math.inf, tail_upper, best)
+    return SupOutcome(best_at, best, upper, boxes)

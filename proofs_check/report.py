@@ -1,0 +1,363 @@
+"""The report command: run the theorem checks and print what held (``python -m proofs_check``).
+
+Every check registered in ``proofs_check.theorems`` (one module per statement of THEORY.md)
+is run at its ``default`` size (``--full``: the thorough sizes; the test suite uses ``ci``),
+and one row per check is printed: theorem, what was measured, the measured value, the
+relation and the bound or closed form it was compared with, the slack, whether it held, and
+the wall time. Progress goes to stderr, the table (or ``--json``) to stdout.
+
+TF32 is forced off while the checks run (every float32 matmul and convolution in full IEEE
+precision) and the previous setting is restored afterwards; each result records the TF32
+state it ran under (``tf32``), and the JSON header records it once more.
+
+Exit status: 0 when every selected check held, 1 when any failed (or raised: a check that
+raises is reported as a failed row with the error in its details), 2 on bad arguments (one
+line on stderr, nothing on stdout): an unknown check name or section, an unknown dtype, or
+``--device cuda`` on a machine without CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from proofs_check.result import CheckResult, CheckSpec, make_result
+from proofs_check.theorems import all_checks
+
+__all__ = ["SIZES", "main", "run_checks", "select_checks", "tf32_disabled", "tf32_enabled"]
+
+#: Which ``CheckSpec`` field gives the keyword arguments of each size.
+SIZES = ("ci", "default", "full")
+DTYPES = ("float64", "float32")
+PROG = "python -m proofs_check"
+
+
+class _UsageError(Exception):
+    """Bad command-line input: reported as one line on stderr, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description=(
+            "Run the executable theorem checks of THEORY.md and print a table: theorem, "
+            "what was measured, bound, slack, holds, time. Exit 1 if any check fails."
+        ),
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME]",
+        help="run only these checks: names (see --list) or sections such as §3, §2.3 or 3",
+    )
+    p.add_argument("--device", default="cpu", help="torch device for the torch checks (cpu, cuda)")
+    p.add_argument("--dtype", default="float64", help=f"torch dtype: {', '.join(DTYPES)}")
+    p.add_argument("--full", action="store_true", help="larger sizes (a thorough, long run)")
+    p.add_argument("--ci", action="store_true", help="the small sizes the test suite uses")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--list", action="store_true", help="list the checks and exit")
+    return p
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _is_section(token: str) -> bool:
+    body = token[1:] if token.startswith("§") else token
+    return bool(body) and all(part.isdigit() for part in body.split("."))
+
+
+def select_checks(specs: Sequence[CheckSpec], only: Sequence[str]) -> list[CheckSpec]:
+    """The checks named by ``only`` (names or sections, comma-separated), in registry order.
+
+    A section token (``§3``, ``3``, ``§2.3``) selects every check whose section is that
+    section or a subsection of it. ``ValueError`` naming the token if it selects nothing.
+
+    >>> s = [CheckSpec(name="a", theorem="T", section="§2.3", run=print),
+    ...      CheckSpec(name="b", theorem="T", section="§3", run=print)]
+    >>> [c.name for c in select_checks(s, ["§2"])], [c.name for c in select_checks(s, ["b,a"])]
+    (['a'], ['a', 'b'])
+    """
+    tokens = [t.strip() for item in only for t in item.split(",") if t.strip()]
+    if not tokens:
+        return list(specs)
+    chosen: set[str] = set()
+    for token in tokens:
+        if _is_section(token):
+            sec = token if token.startswith("§") else "§" + token
+            hits = [s.name for s in specs if s.section == sec or s.section.startswith(sec + ".")]
+        else:
+            hits = [s.name for s in specs if s.name == token]
+        if not hits:
+            known = ", ".join(s.name for s in specs)
+            raise ValueError(f"--only: no check or section {token!r} (known checks: {known})")
+        chosen.update(hits)
+    return [s for s in specs if s.name in chosen]
+
+
+# --------------------------------------------------------------------------- TF32
+
+
+def _tf32_targets() -> list[Any]:
+    """The torch backend flag objects that carry an ``fp32_precision`` (new TF32 API)."""
+    import torch
+
+    b = torch.backends
+    names = [("cuda", "matmul"), ("cudnn", "conv"), ("cudnn", "rnn")]
+    names += [("mkldnn", "matmul"), ("mkldnn", "conv"), ("mkldnn", "rnn")]
+    out = []
+    for mod, sub in names:
+        obj = getattr(getattr(b, mod, None), sub, None)
+        if obj is not None and hasattr(obj, "fp32_precision"):
+            out.append(obj)
+    return out
+
+
+def tf32_enabled() -> bool:
+    """Whether any float32 matmul/convolution may currently use TF32 (CUDA or cuDNN)."""
+    import torch
+
+    b = torch.backends
+    if hasattr(b.cuda.matmul, "fp32_precision"):
+        root = getattr(b, "fp32_precision", "none")
+
+        def resolve(value: str, parent: str) -> str:
+            return value if value != "none" else parent
+
+        cudnn = resolve(getattr(b.cudnn, "fp32_precision", "none"), root)
+        values = [
+            resolve(b.cuda.matmul.fp32_precision, root),
+            resolve(b.cudnn.conv.fp32_precision, cudnn),
+            resolve(b.cudnn.rnn.fp32_precision, cudnn),
+        ]
+        return "tf32" in values
+    return bool(b.cuda.matmul.allow_tf32 or b.cudnn.allow_tf32)  # torch < 2.9
+
+
+@contextmanager
+def tf32_disabled() -> Iterator[None]:
+    """Force TF32 off (full-precision float32 matmuls and convolutions) and restore afterwards.
+
+    Uses torch's ``fp32_precision`` flags (setting the legacy ``allow_tf32`` flags as well
+    would mix the two APIs, which torch refuses); falls back to ``allow_tf32`` on old torch.
+    """
+    import torch
+
+    targets = _tf32_targets()
+    if targets:
+        saved = [t.fp32_precision for t in targets]
+        try:
+            for t in targets:
+                t.fp32_precision = "ieee"
+            yield
+        finally:
+            for t, value in zip(targets, saved, strict=True):
+                t.fp32_precision = value
+    else:  # pragma: no cover - torch < 2.9
+        b = torch.backends
+        saved_legacy = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
+        try:
+            b.cuda.matmul.allow_tf32 = False
+            b.cudnn.allow_tf32 = False
+            yield
+        finally:
+            b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved_legacy
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _error_result(spec: CheckSpec, exc: BaseException, seconds: float, dtype: str,
+                  device: str) -> CheckResult:
+    return make_result(
+        check=spec.name,
+        theorem=spec.theorem,
+        quantity="(the check raised)",
+        measured=math.nan,
+        reference=math.nan,
+        relation="==",
+        dtype=dtype if spec.torch_args else "n/a",
+        device=device if spec.torch_args else "n/a",
+        seconds=seconds,
+        details={"error": f"{type(exc).__name__}: {exc}"},
+    )
+
+
+def run_checks(
+    specs: Sequence[CheckSpec],
+    *,
+    size: str = "default",
+    dtype: str = "float64",
+    device: str = "cpu",
+    progress: TextIO | None = None,
+) -> list[CheckResult]:
+    """Run ``specs`` at ``size`` (one of ``SIZES``) with TF32 off; one result per check.
+
+    Torch checks (``spec.torch_args``) get ``dtype=getattr(torch, dtype)`` and ``device``.
+    A check that raises becomes a failed result whose ``details["error"]`` says why.
+    Each result's ``tf32`` field records the TF32 state the check actually ran under.
+    """
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    import torch
+
+    torch_dtype = getattr(torch, dtype)
+    results: list[CheckResult] = []
+    with tf32_disabled():
+        for i, spec in enumerate(specs, 1):
+            kwargs = dict(getattr(spec, size))
+            if spec.torch_args:
+                kwargs.update(dtype=torch_dtype, device=device)
+            if progress is not None:
+                print(f"[{i}/{len(specs)}] {spec.name} ({spec.section}) ...", end="",
+                      file=progress, flush=True)
+            tf32 = tf32_enabled()
+            start = time.perf_counter()
+            try:
+                result = spec.run(**kwargs)
+                if not isinstance(result, CheckResult):
+                    raise TypeError(f"check returned {type(result).__name__}, not CheckResult")
+            except Exception as exc:  # reported as a failed row, never swallowed
+                result = _error_result(spec, exc, time.perf_counter() - start, dtype, device)
+            elapsed = time.perf_counter() - start
+            result = dataclasses.replace(result, tf32=tf32, seconds=result.seconds or elapsed)
+            results.append(result)
+            if progress is not None:
+                verdict = "holds" if result.holds else "FAILS"
+                print(f" {verdict} ({elapsed:.1f} s)", file=progress, flush=True)
+    return results
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _num(x: float) -> str:
+    """4 significant digits (the table's stated precision)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return f"{x:.4g}"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_table(results: Sequence[CheckResult], *, size: str, dtype: str, device: str) -> str:
+    """The human-readable report: one row per check, then a summary line."""
+    rows = [["check", "theorem", "measured quantity", "measured", "rel", "bound/ref", "slack",
+             "holds", "time"]]
+    for r in results:
+        quantity = r.quantity if len(r.quantity) <= 60 else r.quantity[:57] + "..."
+        rows.append([
+            r.check, r.theorem, quantity, _num(r.measured), r.relation, _num(r.reference),
+            _num(r.slack), "yes" if r.holds else "NO", f"{r.seconds:.1f}s",
+        ])
+    failed = [r for r in results if not r.holds]
+    out = [_table(rows), ""]
+    for r in failed:
+        err = r.details.get("error") if isinstance(r.details, dict) else None
+        out.append(f"FAILED {r.check}: " + (err or f"measured {r.measured!r} {r.relation} "
+                                             f"reference {r.reference!r} (tol {r.tol!r})"))
+    total = sum(r.seconds for r in results)
+    out.append(
+        f"{len(results) - len(failed)}/{len(results)} checks hold; size {size}, dtype {dtype}, "
+        f"device {device}, TF32 off; {total:.1f} s. Numbers shown to 4 significant digits "
+        "(--json gives full float64); slack > 0 means the statement holds with room."
+    )
+    return "\n".join(out)
+
+
+def _list_text(specs: Sequence[CheckSpec]) -> str:
+    rows = [["check", "section", "theorem", "torch"]]
+    rows += [[s.name, s.section, s.theorem, "yes" if s.torch_args else "no"] for s in specs]
+    return _table(rows)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _validate_device(device: str) -> str:
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise _UsageError(f"--device: not a torch device: {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise _UsageError("--device cuda: CUDA is not available on this machine")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise _UsageError(f"--device {device}: only {torch.cuda.device_count()} CUDA devices")
+    elif dev.type != "cpu":
+        raise _UsageError(f"--device: only cpu and cuda are supported, got {device!r}")
+    return device
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the report; return the exit status (0 all hold, 1 a check failed, 2 bad input)."""
+    parser = _parser()
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        if args.full and args.ci:
+            raise _UsageError("--full and --ci are mutually exclusive")
+        if args.dtype not in DTYPES:
+            raise _UsageError(f"--dtype: expected one of {', '.join(DTYPES)}, got {args.dtype!r}")
+        specs = all_checks()
+        try:
+            specs = select_checks(specs, args.only)
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from None
+        if args.list:
+            if args.json:
+                print(json.dumps([{"check": s.name, "section": s.section, "theorem": s.theorem,
+                                   "torch": s.torch_args} for s in specs], indent=2))
+            else:
+                print(_list_text(specs))
+            return 0
+        device = _validate_device(args.device)
+    except _UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+    size = "full" if args.full else "ci" if args.ci else "default"
+    tf32_before = tf32_enabled()
+    start = time.perf_counter()
+    results = run_checks(specs, size=size, dtype=args.dtype, device=device, progress=sys.stderr)
+    ok = all(r.holds for r in results)
+    if args.json:
+        doc = {
+            "size": size,
+            "dtype": args.dtype,
+            "device": device,
+            "tf32": any(r.tf32 for r in results),
+            "tf32_restored_to": tf32_before,
+            "all_hold": ok,
+            "seconds": time.perf_counter() - start,
+            "results": [r.to_json() for r in results],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        print(format_table(results, size=size, dtype=args.dtype, device=device))
+    return 0 if ok else 1

@@ -1,0 +1,218 @@
+"""THEORY.md §8: changing the bias only beyond the training length.
+
+Change ``b(d)`` only for ``d >= L_train`` (``L_train >= W``), by a change of one sign
+``c(d)`` (random magnitudes, some exactly zero). For softmax attention with any scores:
+
+* every row ``l <= L_train`` is unchanged -- exactly: those rows only see distances
+  ``d <= l - 1 < L_train`` (``s8_rows_unchanged``, measured bit for bit);
+* for ``l > L_train`` the distant mass ``D_l(W)`` (attention on distances ``>= W``) moves
+  weakly in the direction of the change: every changed weight lies beyond the window, so
+  raising them moves mass out of the window and lowering them moves it in
+  (``s8_distant_mass_direction``).
+
+Both are measured on every row and every head of a set of biases (the ALiBi slopes of 8
+heads, log-distance priors at several alphas, no bias) under random Gaussian scores, with
+the torch operators ``bias_matrix`` and ``softmax_with_bias``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+
+__all__ = ["CHECKS", "check_direction", "check_rows_unchanged", "head_biases"]
+
+THEOREM = "Bias change beyond L_train (§8)"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def head_biases(n: int, *, dtype: torch.dtype, device: str) -> tuple[list[str], torch.Tensor]:
+    """``(names, (H, n, n) bias)``: 8 ALiBi heads, log-distance alphas, and NoPE."""
+    from priors.encodings import ALiBi, LogDistance, NoPE, alibi_slopes
+    from proofs_check.operators.biases import bias_matrix
+
+    encs = [ALiBi(slope=m) for m in alibi_slopes(8)]
+    encs += [LogDistance(alpha=a) for a in (0.5, 1.0, 1.05, 1.5, 2.5)]
+    encs.append(NoPE())
+    names = [f"{e.name} {e.params}" for e in encs]
+    return names, torch.stack([bias_matrix(e, n, dtype=dtype, device=device) for e in encs])
+
+
+def _changed(bias: torch.Tensor, start: int, sign: float, gen: torch.Generator,
+             scale: float) -> torch.Tensor:
+    """``bias + c(l - j)`` with ``c(d) = sign * U(0, scale) * Bernoulli(0.8)`` for ``d >= start``.
+
+    One change per head, shared by all rows (it is a change of ``b(d)``); ``c(d) = 0`` for
+    ``d < start``. Masked entries (``-inf``) stay masked.
+    """
+    h, n, _ = bias.shape
+    mag = torch.rand(h, n, generator=gen, dtype=torch.float64) * scale
+    mag *= torch.rand(h, n, generator=gen, dtype=torch.float64) < 0.8  # some zero changes
+    d = torch.arange(n)
+    mag[:, d < start] = 0.0
+    dist = (d.unsqueeze(1) - d.unsqueeze(0)).clamp(min=0)  # (n, n) distance l - j
+    change = sign * torch.gather(mag, 1, dist.reshape(1, -1).expand(h, -1)).reshape(h, n, n)
+    change = change.to(dtype=bias.dtype, device=bias.device)
+    return torch.where(torch.isfinite(bias), bias + change, bias)
+
+
+def _attention(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    from proofs_check.operators.biases import softmax_with_bias
+
+    return softmax_with_bias(scores, bias)  # (H, n, n)
+
+
+def _distant(attn: torch.Tensor, window: int) -> torch.Tensor:
+    """``D_l(W)`` for every head and row: ``(H, n)``, summed in float64."""
+    n = attn.shape[-1]
+    d = torch.arange(n, device=attn.device)
+    beyond = (d.unsqueeze(1) - d.unsqueeze(0)) >= window  # (n, n)
+    return (attn.to(torch.float64) * beyond).sum(-1)
+
+
+def check_rows_unchanged(
+    n: int = 192,
+    train_length: int = 64,
+    window: int = 16,
+    samples: int = 2,
+    *,
+    start_offset: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: str = "cpu",
+    seed: int = 0,
+) -> CheckResult:
+    """Rows ``l <= L_train`` are bit-for-bit unchanged by a change of ``b(d)``, ``d >= L_train``.
+
+    Measured: the largest ``|A'[l, j] - A[l, j]|`` over rows ``l <= L_train``, every head,
+    both signs of the change and every score sample. Reference 0, tolerance 0 (the rows
+    receive identical inputs, so the outputs must be identical).
+
+    ``start_offset = -1`` (negative control) starts the change at ``L_train - 1``: row
+    ``L_train`` then sees a changed distance and the check must fail.
+    """
+    if not 1 <= window <= train_length < n:
+        raise ValueError("need 1 <= window <= train_length < n")
+    gen = torch.Generator().manual_seed(seed)
+    worst = 0.0
+    with stopwatch() as elapsed:
+        names, bias = head_biases(n, dtype=dtype, device=device)
+        h = bias.shape[0]
+        for _ in range(samples):
+            scores = torch.randn(h, n, n, generator=gen, dtype=torch.float64)
+            scores = scores.to(dtype=dtype, device=device)
+            base = _attention(scores, bias)
+            for sign in (1.0, -1.0):
+                new = _attention(scores, _changed(bias, train_length + start_offset, sign, gen,
+                                                  1.0))
+                diff = (new[:, :train_length] - base[:, :train_length]).abs().max()
+                worst = max(worst, float(diff))
+    return make_result(
+        check="s8_rows_unchanged",
+        theorem=THEOREM,
+        quantity="max |A' - A| on rows l <= L_train (change of b(d) for d >= L_train)",
+        measured=worst,
+        reference=0.0,
+        relation="==",
+        tol=0.0,
+        params={"n": n, "train_length": train_length, "window": window, "samples": samples,
+                "start_offset": start_offset, "heads": names, "seed": seed},
+        dtype=_dtype_name(dtype),
+        device=str(device),
+        seconds=elapsed(),
+    )
+
+
+def check_direction(
+    n: int = 192,
+    train_length: int = 64,
+    window: int = 16,
+    samples: int = 2,
+    *,
+    claimed_direction: float = 1.0,
+    dtype: torch.dtype = torch.float64,
+    device: str = "cpu",
+    seed: int = 0,
+) -> CheckResult:
+    """For ``l > L_train``, ``D_l(W)`` moves weakly with the sign of the change (§8).
+
+    Measured: the largest ``-sign (D'_l - D_l)`` over rows ``l > L_train``, every head, both
+    signs and every score sample (``<= 0``: never against the change). Reference 0,
+    tolerance ``4 n eps(dtype)`` (each distant mass is a sum of at most ``n`` softmax
+    entries, each within a few ulps).
+
+    ``claimed_direction = -1`` (negative control) claims the opposite direction; the changes
+    are material (magnitudes up to 1 on most distances), so the check must fail.
+    """
+    if not 1 <= window <= train_length < n:
+        raise ValueError("need 1 <= window <= train_length < n")
+    gen = torch.Generator().manual_seed(seed)
+    tol = 4 * n * torch.finfo(dtype).eps
+    worst = -float("inf")
+    moved = 0
+    total = 0
+    where: dict[str, Any] = {}
+    with stopwatch() as elapsed:
+        names, bias = head_biases(n, dtype=dtype, device=device)
+        h = bias.shape[0]
+        for k in range(samples):
+            scores = torch.randn(h, n, n, generator=gen, dtype=torch.float64)
+            scores = scores.to(dtype=dtype, device=device)
+            d_base = _distant(_attention(scores, bias), window)[:, train_length:]  # (H, n-Lt)
+            for sign in (1.0, -1.0):
+                changed = _changed(bias, train_length, sign, gen, 1.0)
+                d_new = _distant(_attention(scores, changed), window)[:, train_length:]
+                v = -sign * claimed_direction * (d_new - d_base)  # > 0: against the claim
+                moved += int((sign * (d_new - d_base) > tol).sum())
+                total += v.numel()
+                i = int(v.argmax())
+                if float(v.flatten()[i]) > worst:
+                    head, row = divmod(i, v.shape[1])
+                    worst = float(v.flatten()[i])
+                    where = {"head": names[head], "row": train_length + row + 1, "sign": sign,
+                             "sample": k, "D_before": float(d_base[head, row]),
+                             "D_after": float(d_new[head, row])}
+    return make_result(
+        check="s8_distant_mass_direction",
+        theorem=THEOREM,
+        quantity="max -sign*(D'_l(W) - D_l(W)) over rows l > L_train, heads, signs",
+        measured=worst,
+        reference=0.0,
+        relation="<=",
+        tol=tol,
+        params={"n": n, "train_length": train_length, "window": window, "samples": samples,
+                "claimed_direction": claimed_direction, "heads": names, "seed": seed},
+        dtype=_dtype_name(dtype),
+        device=str(device),
+        seconds=elapsed(),
+        details={"worst_case": where, "strictly_moved": moved, "row_head_cases": total},
+    )
+
+
+CHECKS = (
+    CheckSpec(
+        name="s8_rows_unchanged",
+        theorem=THEOREM,
+        section="§8",
+        run=check_rows_unchanged,
+        ci={"n": 192, "train_length": 64, "window": 16, "samples": 2},
+        default={"n": 512, "train_length": 128, "window": 32, "samples": 3},
+        full={"n": 2048, "train_length": 512, "window": 64, "samples": 4},
+        negative={"start_offset": -1},
+    ),
+    CheckSpec(
+        name="s8_distant_mass_direction",
+        theorem=THEOREM,
+        section="§8",
+        run=check_direction,
+        ci={"n": 192, "train_length": 64, "window": 16, "samples": 2},
+        default={"n": 512, "train_length": 128, "window": 32, "samples": 3},
+        full={"n": 2048, "train_length": 512, "window": 64, "samples": 4},
+        negative={"claimed_direction": -1.0},
+    ),
+)

@@ -1,0 +1,300 @@
+"""Theorem 3 (THEORY.md §5): content-score bounds on the window mass, and the classification.
+
+``thm3_content_bounds`` (torch): attention is ``softmax(s + b)`` on the causal rows, with a
+positional bias ``b(d)`` (``proofs_check.operators.biases``) and content scores ``|s| <= B``.
+For every row ``l >= W`` the window mass ``M_l(W)`` (attention on distances ``0..W-1``) obeys
+
+    M^-_l = S_W / (S_W + e^{2B} T_l)  <=  M_l(W)  <=  M^+_l = e^{2B} S_W / (e^{2B} S_W + T_l),
+
+``S_W = sum_{d<W} e^{b(d)}``, ``T_l = sum_{W<=d<l} e^{b(d)}`` (the prior tail), and both ends
+are attained: scores ``-B`` on the window and ``+B`` beyond give ``M^-``, the reverse ``M^+``.
+Measured on random uniform scores in ``[-B, B]`` and on the two extreme patterns, for a set
+of encodings; the bounds come from the encodings' exact partial sums (``weight_sum``, closed
+forms in mpmath) through ``priors.content_bounds``, a route independent of the torch softmax.
+
+``thm3_classification`` (no torch): every row of the §5 table, through ``enc.classify()``,
+against the table's class and an independent numeric criterion: the growth of the partial
+sums over successive ``R``-fold length ranges. With ``g(l) = S_l/S_W = 1/M_l(W)`` and
+``Delta_k = g(l_{k+1}) - g(l_k)`` at ``l_0, l_1 = R l_0, l_2 = R^2 l_0``, a tail
+``e^{b(d)} ~ d^-p`` gives ``Delta_2/Delta_1 ~ R^(1-p)``, so
+
+    p_hat = 1 - ln(Delta_2/Delta_1) / ln R
+
+estimates the tail exponent: summable when ``p_hat >= 1.05``, dilutes when ``p_hat <= 1.01``
+(``p = 1`` diverges: the harmonic increments do not shrink), inconclusive between. An
+increment below the working precision (exponential tails) counts as summable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+
+__all__ = ["CHECKS", "TABLE", "check_classification", "check_content_bounds", "numeric_class"]
+
+THEOREM = "Theorem 3 (§5)"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _bound_encodings() -> list[Any]:
+    from priors.encodings import ALiBi, KerpleLog, KerplePower, LogDistance, NoPE
+
+    return [NoPE(), ALiBi(slope=0.1), LogDistance(alpha=1.5), LogDistance(alpha=0.8),
+            KerpleLog(r1=1.5, r2=1.0), KerplePower(r1=0.5, r2=0.5)]
+
+
+# --------------------------------------------------------------------------- content bounds
+
+
+def check_content_bounds(
+    n: int = 96,
+    window: int = 8,
+    score_bound: float = 0.5,
+    samples: int = 2,
+    *,
+    bound_score_scale: float = 1.0,
+    dtype: torch.dtype = torch.float64,
+    device: str = "cpu",
+    seed: int = 0,
+) -> CheckResult:
+    """``M^- <= M_l(W) <= M^+`` on softmax attention with biases, attained at the extremes.
+
+    Measured: the largest of (a) the relative excess of ``M_l(W)`` over ``[M^-, M^+]`` on
+    random scores and (b) ``|M_extreme / M^± - 1|`` on the extreme patterns, over every row
+    ``l = W..n`` and every encoding. Reference 0, tolerance ``8 n eps(dtype)``: a row sum of
+    ``n`` terms, each within a few ulps, carries a relative error below ``n eps``; the factor
+    8 covers the exponentials and the normalisation.
+
+    ``bound_score_scale < 1`` (negative control) evaluates the bounds with ``B`` scaled by
+    it: the extreme patterns then fall outside them.
+    """
+    import mpmath
+
+    from priors.content_bounds import window_mass_bounds
+    from proofs_check.operators.biases import bias_matrix, softmax_with_bias
+
+    if not 1 <= window < n:
+        raise ValueError(f"window must be in [1, n), got {window}")
+    gen = torch.Generator().manual_seed(seed)
+    eps = torch.finfo(dtype).eps
+    rows = torch.arange(n).unsqueeze(1)
+    cols = torch.arange(n).unsqueeze(0)
+    dist = rows - cols  # d = l - j (row index l-1, key index j-1)
+    in_window = (dist >= 0) & (dist < window)  # (n, n)
+    beyond = dist >= window
+    b = float(score_bound)
+    # Extreme patterns: -B on the window, +B beyond (attains M^-), and the reverse (M^+).
+    low = torch.where(in_window, -b, b).to(dtype)
+    high = -low
+    worst = 0.0
+    where: dict[str, Any] = {}
+    with stopwatch() as elapsed:
+        for enc in _bound_encodings():
+            bias = bias_matrix(enc, n, dtype=dtype, device=device)
+            # Bounds from the exact prior sums, row by row (length-dependent priors included).
+            lo_b, hi_b = [], []
+            e_factor = mpmath.exp(2 * mpmath.mpf(b) * bound_score_scale)
+            for l in range(window, n + 1):  # noqa: E741
+                length = l if enc.length_dependent else None
+                s_w = enc.weight_sum(0, window, length=length, dps=20)
+                tail = enc.weight_sum(window, l, length=length, dps=20)
+                m_lo, m_hi = window_mass_bounds(s_w, tail, e_factor)
+                lo_b.append(float(m_lo))
+                hi_b.append(float(m_hi))
+            m_minus = torch.tensor(lo_b, dtype=torch.float64)
+            m_plus = torch.tensor(hi_b, dtype=torch.float64)
+
+            def window_mass(scores: torch.Tensor, bias: torch.Tensor = bias) -> torch.Tensor:
+                attn = softmax_with_bias(scores.to(device), bias)  # (n, n)
+                mass = (attn.to("cpu", torch.float64) * in_window).sum(-1)  # (n,)
+                return mass[window - 1:]  # rows l = W..n
+
+            cases = {"extreme_low": (window_mass(low), "attain_lo"),
+                     "extreme_high": (window_mass(high), "attain_hi")}
+            for k in range(samples):
+                s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
+                cases[f"random_{k}"] = (window_mass(s.to(dtype)), "inside")
+            for label, (m, kind) in cases.items():
+                if kind == "attain_lo":
+                    v = ((m / m_minus - 1).abs())
+                elif kind == "attain_hi":
+                    v = ((m / m_plus - 1).abs())
+                else:
+                    v = torch.maximum((m_minus - m) / m_minus, (m - m_plus) / m_plus)
+                i = int(v.argmax())
+                if float(v[i]) > worst or not where:
+                    worst = float(v[i])
+                    where = {"encoding": enc.name, "params": enc.params, "scores": label,
+                             "row": window + i, "window_mass": float(m[i]),
+                             "M_minus": float(m_minus[i]), "M_plus": float(m_plus[i])}
+        del beyond
+    return make_result(
+        check="thm3_content_bounds",
+        theorem=THEOREM,
+        quantity="max rel. excess of M_l(W) over [M^-,M^+] (random) and |M/M^± - 1| (extremes)",
+        measured=worst,
+        reference=0.0,
+        relation="<=",
+        tol=8 * n * eps,
+        params={"n": n, "window": window, "score_bound": b, "samples": samples,
+                "encodings": [f"{e.name} {e.params}" for e in _bound_encodings()],
+                "bound_score_scale": bound_score_scale, "seed": seed},
+        dtype=_dtype_name(dtype),
+        device=str(device),
+        seconds=elapsed(),
+        details={"worst_case": where},
+    )
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def _table() -> list[tuple[str, Any, str]]:
+    """THEORY §5 table: (row, encoding instance, class stated by THEORY)."""
+    import numpy as np
+
+    from priors.encodings import (
+        ALiBi,
+        CausalOTPrior,
+        KerpleLog,
+        KerplePower,
+        LogDistance,
+        NoPE,
+        Sandwich,
+        T5Buckets,
+        alibi_slopes,
+    )
+
+    t5_table = tuple(float(x) for x in np.linspace(0.0, -3.0, 32))
+    return [
+        ("none (NoPE), RoPE", NoPE(), "dilutes"),
+        ("bounded score change (Sandwich)", Sandwich(dim=16), "dilutes"),
+        ("ALiBi m = 0.5", ALiBi(slope=0.5), "summable"),
+        ("ALiBi smallest of 8 heads", ALiBi(slope=min(alibi_slopes(8))), "summable"),
+        ("log-distance alpha = 2", LogDistance(alpha=2.0), "summable"),
+        ("log-distance alpha = 1.5", LogDistance(alpha=1.5), "summable"),
+        ("log-distance alpha = 1", LogDistance(alpha=1.0), "dilutes"),
+        ("log-distance alpha = 0.5", LogDistance(alpha=0.5), "dilutes"),
+        ("KERPLE-log r1 = 1.5, r2 = 1", KerpleLog(r1=1.5, r2=1.0), "summable"),
+        ("KERPLE-log r1 = 0.8, r2 = 2", KerpleLog(r1=0.8, r2=2.0), "dilutes"),
+        ("KERPLE-power r1 = 0.5, r2 = 1", KerplePower(r1=0.5, r2=1.0), "summable"),
+        ("KERPLE-power r1 = 0.1, r2 = 0.5", KerplePower(r1=0.1, r2=0.5), "summable"),
+        ("KERPLE-power r1 = 0.01, r2 = 2", KerplePower(r1=0.01, r2=2.0), "summable"),
+        ("T5 relative buckets", T5Buckets(num_buckets=32, max_distance=128, table=t5_table),
+         "dilutes"),
+        ("causal OT prior rho = 1/3", CausalOTPrior(rho=1 / 3), "dilutes"),
+    ]
+
+
+#: The rows of THEORY §5 exercised by ``thm3_classification`` (names only; built lazily).
+TABLE = ("none", "bounded", "alibi", "log-distance", "kerple-log", "kerple-power", "t5",
+         "causal-ot")
+
+
+def numeric_class(enc: Any, *, window: int = 8, start: int = 10**4, ratio: int = 10**4,
+                  dps: int = 40) -> tuple[str, float]:
+    """``(label, p_hat)`` from the growth of ``g(l) = S_l/S_W`` at ``start * ratio^k``.
+
+    See the module docstring. Encodings summed term by term (``Sandwich``) are limited in
+    length; for them the lengths are ``2^4, 2^11, 2^18``.
+    """
+    import mpmath
+
+    if enc.name == "sandwich":
+        start, ratio = 2**4, 2**7
+    if enc.max_digits is not None:  # float64-backed sums: ask only for the digits they carry
+        dps = min(dps, enc.max_digits)
+    lengths = [start, start * ratio, start * ratio**2]
+    with mpmath.workdps(dps):
+        g = [1 / enc.window_mass(window, ln, dps=dps) for ln in lengths]
+        d1, d2 = g[1] - g[0], g[2] - g[1]
+        floor = mpmath.mpf(10) ** (3 - dps) * g[2]
+        if d1 <= floor or d2 <= floor:
+            return "summable", math.inf  # increments below the working precision
+        p_hat = float(1 - mpmath.log(d2 / d1) / mpmath.log(ratio))
+    if p_hat >= 1.05:
+        return "summable", p_hat
+    if p_hat <= 1.01:
+        return "dilutes", p_hat
+    return "inconclusive", p_hat
+
+
+def check_classification(
+    *,
+    window: int = 8,
+    start: int = 10**4,
+    ratio: int = 10**4,
+    exponent_shift: float = 0.0,
+) -> CheckResult:
+    """Each §5 table row: ``enc.classify().label`` == THEORY's class == the numeric class.
+
+    Measured: the number of rows where the three disagree; reference 0.
+
+    ``exponent_shift`` (negative control, a perturbed prior): the numeric criterion is run
+    on log-distance and KERPLE-log priors with their exponent shifted by it (``-0.6`` turns
+    ``alpha = 1.5`` into ``0.9``), so it disagrees with the table.
+    """
+    from priors.encodings import KerpleLog, LogDistance
+
+    disagreements: list[dict[str, Any]] = []
+    rows: dict[str, Any] = {}
+    with stopwatch() as elapsed:
+        for row, enc, stated in _table():
+            cls = enc.classify()
+            probe = enc
+            if exponent_shift and isinstance(enc, LogDistance):
+                probe = replace(enc, alpha=max(0.0, enc.alpha + exponent_shift))
+            elif exponent_shift and isinstance(enc, KerpleLog):
+                probe = replace(enc, r1=max(1e-3, enc.r1 + exponent_shift))
+            numeric, p_hat = numeric_class(probe, window=window, start=start, ratio=ratio)
+            rows[row] = {"stated": stated, "classify": cls.label, "rate": cls.rate,
+                         "numeric": numeric, "p_hat": p_hat}
+            if not cls.label == stated == numeric:
+                disagreements.append({"row": row, **rows[row]})
+    return make_result(
+        check="thm3_classification",
+        theorem=THEOREM,
+        quantity="§5 table rows where classify(), THEORY and the numeric tail test disagree",
+        measured=len(disagreements),
+        reference=0.0,
+        relation="<=",
+        params={"window": window, "start": start, "ratio": ratio,
+                "exponent_shift": exponent_shift},
+        dtype="mpmath dps 40",
+        device="cpu",
+        seconds=elapsed(),
+        details={"rows": rows, "disagreements": disagreements},
+    )
+
+
+CHECKS = (
+    CheckSpec(
+        name="thm3_content_bounds",
+        theorem=THEOREM,
+        section="§5",
+        run=check_content_bounds,
+        ci={"n": 96, "window": 8, "score_bound": 0.5, "samples": 2},
+        default={"n": 256, "window": 16, "score_bound": 1.0, "samples": 4},
+        full={"n": 1024, "window": 64, "score_bound": 2.0, "samples": 8},
+        negative={"bound_score_scale": 0.9},
+    ),
+    CheckSpec(
+        name="thm3_classification",
+        theorem=THEOREM,
+        section="§5",
+        run=check_classification,
+        ci={},
+        default={},
+        full={"start": 10**5, "ratio": 10**5},
+        negative={"exponent_shift": -0.6},
+        torch_args=False,
+    ),
+)

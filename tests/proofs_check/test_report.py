@@ -1,0 +1,217 @@
+"""The report command ``python -m proofs_check`` (``proofs_check.report.main``).
+
+The registry is replaced by a few fake checks (monkeypatch), so these tests exercise the
+command itself -- table, JSON, exit codes, selection, TF32 handling -- in milliseconds;
+one real subprocess runs a real (fast) check end to end.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from proofs_check import report
+from proofs_check.result import CheckSpec, make_result
+
+
+def _fake(name, *, holds=True, section="§9", torch_args=False, raises=False, seen=None):
+    def run(**kwargs):
+        if seen is not None:
+            seen.append({"kwargs": kwargs, "tf32": report.tf32_enabled(),
+                         "matmul": torch.backends.cuda.matmul.fp32_precision})
+        if raises:
+            raise RuntimeError("boom")
+        return make_result(check=name, theorem="Fake (§9)", quantity="q", measured=0.5,
+                           reference=1.0 if holds else 0.25, relation="<=",
+                           params=kwargs)
+
+    return CheckSpec(name=name, theorem="Fake (§9)", section=section, run=run,
+                     ci={"size": "ci"}, default={"size": "default"}, full={"size": "full"},
+                     negative={"size": "neg"}, torch_args=torch_args)
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """Install fake checks as the registry; returns the list so tests can append."""
+    specs = [_fake("fake_pass", section="§4"), _fake("fake_other", section="§4.2")]
+    monkeypatch.setattr(report, "all_checks", lambda: list(specs))
+    return specs
+
+
+def _bad(capsys, argv):
+    rc = report.main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2, (argv, rc, err)
+    assert out == "", out
+    assert len(err.strip().splitlines()) == 1 and err.startswith("python -m proofs_check:"), err
+    return err
+
+
+def test_table_output_and_exit_zero(registry, capsys):
+    rc = report.main([])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    header = out.splitlines()[0].split()
+    for col in ("check", "theorem", "measured", "bound/ref", "slack", "holds", "time"):
+        assert col in header, header
+    rows = [line for line in out.splitlines() if line.startswith("fake_")]
+    assert len(rows) == 2 and all(" yes " in r for r in rows), out
+    assert "2/2 checks hold" in out and "TF32 off" in out and "4 significant digits" in out
+    # slack printed to 4 significant digits: reference 1.0 - measured 0.5 = 0.5.
+    assert " 0.5 " in rows[0]
+    # progress goes to stderr, one line per check
+    assert err.count("fake_") == 2 and "holds" in err
+
+
+def test_default_sizes_are_used(registry, capsys):
+    assert report.main(["--only", "fake_pass", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["size"] == "default" and doc["results"][0]["params"] == {"size": "default"}
+    assert report.main(["--only", "fake_pass", "--json", "--full"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["params"] == {"size": "full"}
+
+
+def test_json_parses(registry, capsys):
+    assert report.main(["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["all_hold"] is True and doc["tf32"] is False
+    assert {"size", "dtype", "device", "tf32_restored_to", "seconds"} <= set(doc)
+    assert [r["check"] for r in doc["results"]] == ["fake_pass", "fake_other"]
+    first = doc["results"][0]
+    assert first["measured"] == 0.5 and first["reference"] == 1.0 and first["holds"] is True
+    assert first["tf32"] is False
+
+
+def test_failing_check_exits_one(registry, capsys):
+    registry.append(_fake("fake_fail", holds=False))
+    rc = report.main([])
+    out, _ = capsys.readouterr()
+    assert rc == 1
+    assert "FAILED fake_fail" in out and "2/3 checks hold" in out
+    row = next(line for line in out.splitlines() if line.startswith("fake_fail"))
+    assert " NO " in row
+    assert report.main(["--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["all_hold"] is False
+    assert [r["holds"] for r in doc["results"]] == [True, True, False]
+
+
+def test_raising_check_is_a_failed_row(registry, capsys):
+    registry.append(_fake("fake_raises", raises=True))
+    assert report.main(["--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    bad = doc["results"][-1]
+    assert bad["check"] == "fake_raises" and bad["holds"] is False
+    assert "RuntimeError: boom" in bad["details"]["error"]
+
+
+def test_only_by_name_and_section(registry, capsys):
+    registry.append(_fake("fake_s5", section="§5"))
+    for argv, expected in [
+        (["--only", "fake_s5"], ["fake_s5"]),
+        (["--only", "§4"], ["fake_pass", "fake_other"]),  # section includes §4.2
+        (["--only", "4.2"], ["fake_other"]),
+        (["--only", "fake_s5,fake_pass"], ["fake_pass", "fake_s5"]),  # registry order
+        (["--only", "fake_s5", "--only", "§4.2"], ["fake_other", "fake_s5"]),
+    ]:
+        assert report.main([*argv, "--json"]) == 0
+        names = [r["check"] for r in json.loads(capsys.readouterr().out)["results"]]
+        assert names == expected, (argv, names)
+
+
+def test_list(registry, capsys):
+    assert report.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "fake_pass" in out and "§4.2" in out
+    assert report.main(["--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [x["check"] for x in listed] == ["fake_pass", "fake_other"]
+
+
+def test_torch_checks_get_dtype_and_device(monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(report, "all_checks",
+                        lambda: [_fake("fake_torch", torch_args=True, seen=seen),
+                                 _fake("fake_pure", torch_args=False, seen=seen)])
+    assert report.main(["--dtype", "float32", "--json"]) == 0
+    capsys.readouterr()
+    assert seen[0]["kwargs"] == {"size": "default", "dtype": torch.float32, "device": "cpu"}
+    assert seen[1]["kwargs"] == {"size": "default"}  # pure-priors checks take no torch args
+
+
+def test_tf32_forced_off_and_restored(monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(report, "all_checks", lambda: [_fake("fake_tf32", seen=seen)])
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    try:
+        matmul.fp32_precision = "tf32"  # a user who switched TF32 on
+        assert report.tf32_enabled()
+        assert report.main(["--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert seen[0]["tf32"] is False and seen[0]["matmul"] == "ieee"
+        assert doc["tf32"] is False and doc["results"][0]["tf32"] is False
+        assert doc["tf32_restored_to"] is True
+        assert matmul.fp32_precision == "tf32"  # restored
+    finally:
+        matmul.fp32_precision = before
+    assert matmul.fp32_precision == before
+
+
+def test_tf32_restored_when_a_check_raises(monkeypatch, capsys):
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    with pytest.raises(KeyboardInterrupt), report.tf32_disabled():
+        assert matmul.fp32_precision == "ieee"
+        raise KeyboardInterrupt
+    assert matmul.fp32_precision == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--only", "no_such_check"],
+        ["--only", "§42"],
+        ["--dtype", "float16"],
+        ["--device", "tpu"],
+        ["--device", "not a device"],
+        ["--bogus"],
+        ["--full", "--ci"],
+    ],
+)
+def test_bad_arguments_exit_two(registry, capsys, argv):
+    _bad(capsys, argv)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here: not a bad argument")
+def test_cuda_without_cuda_is_a_bad_argument(registry, capsys):
+    err = _bad(capsys, ["--device", "cuda"])
+    assert "CUDA is not available" in err
+
+
+def test_help_exits_zero(capsys):
+    assert report.main(["--help"]) == 0
+    assert "--only" in capsys.readouterr().out
+
+
+def test_real_subprocess_fast_check():
+    # A real check, run the way a user runs it: exit 0, a table on stdout, progress on stderr.
+    proc = subprocess.run(
+        [sys.executable, "-m", "proofs_check", "--only", "thm4_near_one_limit", "--ci"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "thm4_near_one_limit" in proc.stdout and "1/1 checks hold" in proc.stdout
+    assert "thm4_near_one_limit" in proc.stderr  # progress line
+
+
+def test_real_subprocess_bad_argument():
+    proc = subprocess.run(
+        [sys.executable, "-m", "proofs_check", "--only", "no_such_check"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
