@@ -38,6 +38,7 @@ import itertools
 import json
 import math
 import numbers
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -363,8 +364,10 @@ def select_margin(
     sweep = (
         f"certified sweep: {outcome.boxes - 1} boxes [a, b] covering "
         f"[{1 + delta_hi:.12g}, {alpha_max:g}], each with D+_L1(a) - D-_L0(b) <= tol "
-        f"(both pieces nonincreasing in alpha), and D+_L1({alpha_max:g}) <= tol for the "
-        "half-line beyond"
+        "(both pieces nonincreasing in alpha"
+        + ("; or, at B = 0, P(a) Q(b) <= tol with G = P Q, P = (S_L1 - S_L0)/S_L1 "
+           "nonincreasing, Q = S_W/S_L0 nondecreasing" if b_f == 0 else "")
+        + f"), and D+_L1({alpha_max:g}) <= tol for the half-line beyond"
     )
     if monotone:
         sup_at, sup_lo, sup_hi = 1.0 + delta_hi, search.float_down(growth_ball), search.float_up(
@@ -640,11 +643,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.json:
         payload = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
-        print(json.dumps(payload, indent=1))
+        text = json.dumps(payload, indent=1)
     elif len(results) == 1:
-        print(format_result(results[0]))
+        text = format_result(results[0])
     else:
-        print(format_table(results))
+        text = format_table(results)
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (``| head``): not an error of ours; silence the flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

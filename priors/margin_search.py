@@ -22,6 +22,11 @@ exceeds every window ``k``, so the derivative is ``<= 0`` (a likelihood-ratio ar
 * for ``alpha >= alpha_max``: ``G(alpha) <= D^+_{L1}(alpha) <= D^+_{L1}(alpha_max)``, so one
   ball evaluation certifies the whole half-line ``[alpha_max, inf)`` (the analytic tail bound
   ``D^+_{L1} <= E W^{1-alpha} / (alpha - 1)`` shows such an ``alpha_max`` exists);
+* at ``B = 0`` also ``G = P Q`` with ``P = (T_{L1} - T_{L0}) / S_{L1}`` (the row-``L1`` mass
+  beyond ``L0``: nonincreasing, by the same argument with ``(L0, L1]`` against ``[1, L0]``)
+  and ``Q = S_W / S_{L0} = M_{L0}`` (nondecreasing), so ``G <= P(a) Q(b)`` on ``[a, b]`` too;
+  the smaller of the two bounds is used (the product form is much tighter when ``D_{L0}``
+  is large and ``G`` small);
 * if ``L0 = W`` then ``D^-_{L0} = 0`` and ``G = D^+_{L1}`` is itself nonincreasing: the
   supremum over ``alpha >= 1 + delta`` is ``G(1 + delta)`` (proved, not assumed).
 
@@ -105,12 +110,14 @@ class GrowthProblem:
     prec: int
     evaluations: int = 0
     _cache: dict[float, tuple[flint.arb, flint.arb]] = field(default_factory=dict, repr=False)
+    _factors: dict[float, tuple[flint.arb, flint.arb]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         with flint.ctx.workprec(self.prec + 16):
             self.tol_ball = flint.arb(self.tol)
             bound = flint.arb(self.score_bound)
             self.factor = flint.arb(1) if bound == 0 else (2 * bound).exp()
+        self.product_form = bool(bound == 0) and self.lmin > self.window
 
     def pieces(self, delta: float) -> tuple[flint.arb, flint.arb]:
         """``(D^+_{L1}, D^-_{L0})`` at ``alpha = 1 + delta``, balls (THEORY §5)."""
@@ -128,6 +135,12 @@ class GrowthProblem:
         with flint.ctx.workprec(self.prec + 16):
             d_max_hi = distant_mass_bounds(window_sum, tail_max, self.factor)[1]
             d_min_lo = distant_mass_bounds(window_sum, tail_min, self.factor)[0]
+            if self.product_form:
+                # B = 0: G = P Q with P = (T_L1 - T_L0) / S_L1 and Q = S_W / S_L0
+                self._factors[delta] = (
+                    (tail_max - tail_min) / (window_sum + tail_max),
+                    window_sum / (window_sum + tail_min),
+                )
         self.evaluations += 1
         self._cache[delta] = (d_max_hi, d_min_lo)
         return d_max_hi, d_min_lo
@@ -141,7 +154,11 @@ class GrowthProblem:
     def box_bound(self, a: float, b: float) -> flint.arb:
         """Ball whose upper end bounds ``sup G`` on ``1 + a <= alpha <= 1 + b`` (module doc)."""
         with flint.ctx.workprec(self.prec + 16):
-            return self.pieces(a)[0] - self.pieces(b)[1]
+            difference = self.pieces(a)[0] - self.pieces(b)[1]
+            if not self.product_form:
+                return difference
+            product = self._factors[a][0] * self._factors[b][1]
+            return product if product.upper() < difference.upper() else difference
 
     def certified_le_tol(self, value: flint.arb) -> bool:
         with flint.ctx.workprec(self.prec + 16):

@@ -201,8 +201,8 @@ def check_grid_distance(
                 window_mass_continuum(ref_rho, w / l))
             stats["window_ratio_W1"] = float(a[-1]) / float(window_mass_continuum(ref_rho, 1 / l))
             per_length[l] = stats
-        xs = [math.log(l) for l in lengths]
-        ys = [math.log(per_length[l]["K"]) for l in lengths]
+        xs = [math.log(n) for n in lengths]
+        ys = [math.log(per_length[n]["K"]) for n in lengths]
         mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
             (x - mx) ** 2 for x in xs)
@@ -218,12 +218,10 @@ def check_grid_distance(
         device=str(device),
         seconds=elapsed(),
         details={
-            "K_l": {str(l): per_length[l]["K"] for l in lengths},
-            "sup_over_y": {str(l): per_length[l]["sup_y"] for l in lengths},
-            "diagonal_atom": {str(l): per_length[l]["diagonal_atom"] for l in lengths},
-            "window_ratio_fixed_q": {str(l): per_length[l]["window_ratio_fixed_q"]
-                                     for l in lengths},
-            "window_ratio_W1": {str(l): per_length[l]["window_ratio_W1"] for l in lengths},
+            **{key: {str(n): per_length[n][stat] for n in lengths} for key, stat in (
+                ("K_l", "K"), ("sup_over_y", "sup_y"), ("diagonal_atom", "diagonal_atom"),
+                ("window_ratio_fixed_q", "window_ratio_fixed_q"),
+                ("window_ratio_W1", "window_ratio_W1"))},
             "sharp_rate": -(1 - rho),
         },
     )

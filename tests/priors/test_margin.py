@@ -82,6 +82,8 @@ PROPERTY_CASES = [  # (W, L0, L1, tol, B): L0 = W and L0 > W, B = 0 and B > 0, a
     (16, 16, 2048, "0.2", "0.3"),
     (4, 64, 512, "0.1", "0.25"),
     (1, 16, 128, "0.48", "0.5"),  # non-monotone G (THEORY §7)
+    (1, 2, 4, "0.02", "0"),  # regression: the sweep once stalled here (lo never moved)
+    (7, 117, 224, "0.01", "0"),  # L0 near L1: D_L0 large, G small (product-form bound)
 ]
 
 
