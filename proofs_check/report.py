@@ -117,7 +117,6 @@ def _tf32_targets() -> list[Any]:
 
     b = torch.backends
     names = [("cuda", "matmul"), ("cudnn", "conv"), ("cudnn", "rnn")]
-    names += [("mkldnn", "matmul"), ("mkldnn", "conv"), ("mkldnn", "rnn")]
     out = []
     for mod, sub in names:
         obj = getattr(getattr(b, mod, None), sub, None)
@@ -126,55 +125,69 @@ def _tf32_targets() -> list[Any]:
     return out
 
 
-def tf32_enabled() -> bool:
-    """Whether any float32 matmul/convolution may currently use TF32 (CUDA or cuDNN)."""
+def _legacy_state() -> tuple[bool, bool, str]:
+    """``(matmul.allow_tf32, cudnn.allow_tf32, float32_matmul_precision)``.
+
+    ``RuntimeError`` when the flags were set through a mix of torch's legacy and new
+    (``fp32_precision``) APIs, which torch refuses to read back.
+    """
     import torch
 
     b = torch.backends
-    if hasattr(b.cuda.matmul, "fp32_precision"):
+    return (bool(b.cuda.matmul.allow_tf32), bool(b.cudnn.allow_tf32),
+            torch.get_float32_matmul_precision())
+
+
+def tf32_enabled() -> bool:
+    """Whether any float32 matmul/convolution may currently use TF32 (CUDA or cuDNN)."""
+    try:
+        matmul, cudnn, precision = _legacy_state()
+        return matmul or cudnn or precision != "highest"
+    except RuntimeError:  # flags set through both APIs: resolve the new ones
+        import torch
+
+        b = torch.backends
         root = getattr(b, "fp32_precision", "none")
-
-        def resolve(value: str, parent: str) -> str:
-            return value if value != "none" else parent
-
-        cudnn = resolve(getattr(b.cudnn, "fp32_precision", "none"), root)
-        values = [
-            resolve(b.cuda.matmul.fp32_precision, root),
-            resolve(b.cudnn.conv.fp32_precision, cudnn),
-            resolve(b.cudnn.rnn.fp32_precision, cudnn),
-        ]
+        cudnn_root = getattr(b.cudnn, "fp32_precision", "none")
+        cudnn_root = root if cudnn_root == "none" else cudnn_root
+        values = [t.fp32_precision for t in _tf32_targets()]
+        values = [cudnn_root if v == "none" else v for v in values]
         return "tf32" in values
-    return bool(b.cuda.matmul.allow_tf32 or b.cudnn.allow_tf32)  # torch < 2.9
 
 
 @contextmanager
 def tf32_disabled() -> Iterator[None]:
     """Force TF32 off (full-precision float32 matmuls and convolutions) and restore afterwards.
 
-    Uses torch's ``fp32_precision`` flags (setting the legacy ``allow_tf32`` flags as well
-    would mix the two APIs, which torch refuses); falls back to ``allow_tf32`` on old torch.
+    Uses torch's legacy flags (``allow_tf32`` and ``set_float32_matmul_precision``), which
+    keep both the legacy and the new ``fp32_precision`` getters readable for the code
+    under test. If the caller left the flags in a mixed legacy/new state (which torch
+    refuses to read back through the legacy getters), the new API is used instead.
     """
     import torch
 
-    targets = _tf32_targets()
-    if targets:
-        saved = [t.fp32_precision for t in targets]
+    b = torch.backends
+    try:
+        saved = _legacy_state()
+    except RuntimeError:
+        targets = _tf32_targets()
+        saved_new = [t.fp32_precision for t in targets]
         try:
             for t in targets:
                 t.fp32_precision = "ieee"
             yield
         finally:
-            for t, value in zip(targets, saved, strict=True):
+            for t, value in zip(targets, saved_new, strict=True):
                 t.fp32_precision = value
-    else:  # pragma: no cover - torch < 2.9
-        b = torch.backends
-        saved_legacy = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
-        try:
-            b.cuda.matmul.allow_tf32 = False
-            b.cudnn.allow_tf32 = False
-            yield
-        finally:
-            b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved_legacy
+        return
+    try:
+        b.cuda.matmul.allow_tf32 = False
+        b.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        yield
+    finally:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved[0], saved[1]
+        torch.set_float32_matmul_precision(saved[2])
 
 
 # --------------------------------------------------------------------------- running

@@ -40,8 +40,10 @@ True
 >>> res = batch_unbalanced_sinkhorn(torch.zeros(32, 32, dtype=torch.float64), 0.5)
 >>> bool(torch.allclose(res.plan.sum(-1), torch.ones(32, dtype=torch.float64)))  # rows hard
 True
->>> round(float(torch.diagonal(res.plan).mean()), 3)   # THEORY §1 diagonal mass at rho = 0.5
-0.164
+>>> d = [float(torch.diagonal(batch_unbalanced_sinkhorn(torch.zeros(32, 32), r).plan).mean())
+...      for r in (0.5, 0.9, 0.99)]          # identity collapse (Proposition 1) as rho -> 1
+>>> d == sorted(d) and d[0] < 0.2 < 0.6 < d[2]
+True
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ._causal_ot_common import ConvergenceWarning
+
 __all__ = [
     "BatchUOTConvergenceWarning",
     "BatchUOTInfo",
@@ -62,8 +66,11 @@ __all__ = [
 ]
 
 
-class BatchUOTConvergenceWarning(UserWarning):
-    """The batch unbalanced Sinkhorn iteration stopped at ``max_iter`` above ``tol``."""
+class BatchUOTConvergenceWarning(ConvergenceWarning):
+    """The batch unbalanced Sinkhorn iteration stopped at ``max_iter`` above ``tol``.
+
+    A subclass of the operators' ``ConvergenceWarning``: one filter catches both.
+    """
 
 
 @dataclass(frozen=True)

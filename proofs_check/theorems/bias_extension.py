@@ -115,7 +115,7 @@ def check_rows_unchanged(
     return make_result(
         check="s8_rows_unchanged",
         theorem=THEOREM,
-        quantity="max |A' - A| on rows l <= L_train (change of b(d) for d >= L_train)",
+        quantity="max |A' - A|, rows l <= L_train (b changed at d >= L_train)",
         measured=worst,
         reference=0.0,
         relation="==",
@@ -180,7 +180,7 @@ def check_direction(
     return make_result(
         check="s8_distant_mass_direction",
         theorem=THEOREM,
-        quantity="max -sign*(D'_l(W) - D_l(W)) over rows l > L_train, heads, signs",
+        quantity="max -sign (D'_l(W) - D_l(W)), rows l > L_train, all heads",
         measured=worst,
         reference=0.0,
         relation="<=",

@@ -139,7 +139,7 @@ def check_content_bounds(
     return make_result(
         check="thm3_content_bounds",
         theorem=THEOREM,
-        quantity="max rel. excess of M_l(W) over [M^-,M^+] (random) and |M/M^± - 1| (extremes)",
+        quantity="rel. excess over [M^-,M^+]; |M/M^± - 1| at extreme scores",
         measured=worst,
         reference=0.0,
         relation="<=",
@@ -262,7 +262,7 @@ def check_classification(
     return make_result(
         check="thm3_classification",
         theorem=THEOREM,
-        quantity="§5 table rows where classify(), THEORY and the numeric tail test disagree",
+        quantity="§5 rows where classify/THEORY/numeric tail test disagree",
         measured=len(disagreements),
         reference=0.0,
         relation="<=",

@@ -123,7 +123,7 @@ def check_margin_control(
     return make_result(
         check="thm5_margin_random_scores" if b > 0 else "thm5_margin_constant_scores",
         theorem=THEOREM,
-        quantity="max(G(a*) - tau, tau + 2tol - G(a* - eps)), G = D_L1 - D_L0 on torch attn",
+        quantity="max(G(a*) - tau, tau + 2tol - G(a*-eps)) on torch attention",
         measured=measured,
         reference=0.0,
         relation="<=",

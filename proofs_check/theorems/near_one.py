@@ -183,7 +183,7 @@ def check_near_one_limit(
     return make_result(
         check="thm4_near_one_limit",
         theorem=THEOREM,
-        quantity="max |2 ln(M_n(W)/(H_W/H_n))/(delta ln n) - 1| (<= 1: within the MVT bound)",
+        quantity="max |2 ln(M/(H_W/H_n))/(delta ln n) - 1| (MVT bound)",
         measured=measured,
         reference=1.0,
         relation="<=",

@@ -19,8 +19,7 @@ from proofs_check.result import CheckSpec, make_result
 def _fake(name, *, holds=True, section="§9", torch_args=False, raises=False, seen=None):
     def run(**kwargs):
         if seen is not None:
-            seen.append({"kwargs": kwargs, "tf32": report.tf32_enabled(),
-                         "matmul": torch.backends.cuda.matmul.fp32_precision})
+            seen.append({"kwargs": kwargs, "tf32": report.tf32_enabled(), "flags": _flags()})
         if raises:
             raise RuntimeError("boom")
         return make_result(check=name, theorem="Fake (§9)", quantity="q", measured=0.5,
@@ -141,32 +140,54 @@ def test_torch_checks_get_dtype_and_device(monkeypatch, capsys):
     assert seen[1]["kwargs"] == {"size": "default"}  # pure-priors checks take no torch args
 
 
+def _flags():
+    b = torch.backends
+    return (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+
+
 def test_tf32_forced_off_and_restored(monkeypatch, capsys):
     seen = []
     monkeypatch.setattr(report, "all_checks", lambda: [_fake("fake_tf32", seen=seen)])
-    matmul = torch.backends.cuda.matmul
-    before = matmul.fp32_precision
+    before = _flags()
     try:
-        matmul.fp32_precision = "tf32"  # a user who switched TF32 on
+        torch.backends.cuda.matmul.allow_tf32 = True  # a user who switched TF32 on
+        torch.backends.cudnn.allow_tf32 = True
         assert report.tf32_enabled()
         assert report.main(["--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
-        assert seen[0]["tf32"] is False and seen[0]["matmul"] == "ieee"
+        assert seen[0]["tf32"] is False and seen[0]["flags"] == (False, False, "highest")
         assert doc["tf32"] is False and doc["results"][0]["tf32"] is False
         assert doc["tf32_restored_to"] is True
-        assert matmul.fp32_precision == "tf32"  # restored
+        assert _flags()[:2] == (True, True)  # restored
     finally:
-        matmul.fp32_precision = before
-    assert matmul.fp32_precision == before
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before[:2]
+        torch.set_float32_matmul_precision(before[2])
+    assert _flags() == before
 
 
-def test_tf32_restored_when_a_check_raises(monkeypatch, capsys):
-    matmul = torch.backends.cuda.matmul
-    before = matmul.fp32_precision
+def test_tf32_restored_when_a_check_raises():
+    before = _flags()
     with pytest.raises(KeyboardInterrupt), report.tf32_disabled():
-        assert matmul.fp32_precision == "ieee"
+        assert _flags() == (False, False, "highest")
         raise KeyboardInterrupt
-    assert matmul.fp32_precision == before
+    assert _flags() == before
+
+
+def test_tf32_disabled_in_a_mixed_api_state():
+    # conv and rnn set apart through the new API: torch refuses the legacy getters, and the
+    # context manager must fall back to the new flags (and restore them exactly).
+    conv, rnn = torch.backends.cudnn.conv, torch.backends.cudnn.rnn
+    before = (conv.fp32_precision, rnn.fp32_precision)
+    try:
+        conv.fp32_precision, rnn.fp32_precision = "tf32", "ieee"
+        with pytest.raises(RuntimeError):
+            torch.backends.cudnn.allow_tf32  # noqa: B018
+        assert report.tf32_enabled()
+        with report.tf32_disabled():
+            assert not report.tf32_enabled()
+        assert (conv.fp32_precision, rnn.fp32_precision) == ("tf32", "ieee")
+    finally:
+        conv.fp32_precision, rnn.fp32_precision = before
 
 
 @pytest.mark.parametrize(

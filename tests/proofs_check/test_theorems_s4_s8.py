@@ -158,6 +158,17 @@ def test_margin_control_with_sup_away_from_the_margin():
     assert r.details["growth_just_below"] > 0.48
 
 
+# --------------------------------------------------------------------------- §8
+
+
+def test_bias_extension_changes_are_material():
+    # "Weakly" must not mean "nothing moved": most (row, head) distant masses beyond L_train
+    # move strictly (beyond the round-off allowance) in the direction of the change.
+    r = bias_extension.check_direction(n=96, train_length=32, window=8, samples=1)
+    assert r.holds
+    assert r.details["strictly_moved"] > 0.5 * r.details["row_head_cases"], r.details
+
+
 # --------------------------------------------------------------------------- dtypes, devices
 
 
