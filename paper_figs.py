@@ -148,13 +148,13 @@ def _progress(message: str) -> None:
     print(f"[{PROG}] {message}", file=sys.stderr, flush=True)
 
 
-def _log_grid(lo: float, hi: float, per_decade: int) -> np.ndarray:
+def _log_grid(lo: float, hi: float, per_decade: float) -> np.ndarray:
     """Log-spaced grid from ``lo`` to ``hi`` inclusive with ``per_decade`` points per decade."""
     count = max(2, round(math.log10(hi / lo) * per_decade) + 1)
     return np.logspace(math.log10(lo), math.log10(hi), count)
 
 
-def _int_log_grid(lo: int, hi: int, per_decade: int) -> list[int]:
+def _int_log_grid(lo: int, hi: int, per_decade: float) -> list[int]:
     """Distinct integers on a log grid from ``lo`` to ``hi`` inclusive."""
     values = sorted({round(float(v)) for v in _log_grid(lo, hi, per_decade)} | {lo, hi})
     return [v for v in values if lo <= v <= hi]
@@ -189,8 +189,8 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
         rhos = [0.5, 0.9, 0.99]
         leak_rhos = [0.3, 0.9]
     else:
-        rhos = [0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999]
-        leak_rhos = [0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99]
+        rhos = [0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999]
+        leak_rhos = [0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 0.99]
     prefixes = [n // 4, n // 2, 3 * n // 4, n - 1]
     dtype = torch.float64
     zeros = torch.zeros(n, n, dtype=dtype)
@@ -249,13 +249,13 @@ def plot_obstruction(data: Mapping[str, Any], fig: Any) -> None:
     ax.plot(1 - rho, data["operator_trace"], "s-", ms=3, color=ENCODING_COLORS["causal-ot"],
             label="prefix-consistent operator $A$")
     ax.axhline(1.0, color="k", lw=0.6, ls=":")
-    ax.text(0.5, 0.99, "identity", fontsize=7, va="top", ha="left",
+    ax.text(0.02, 0.975, "identity matrix", fontsize=7, va="top", ha="left",
             transform=ax.get_yaxis_transform())
     ax.set_ylabel("diagonal mass tr$(\\cdot)/n$")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"(a) diagonal mass, $n={data['params']['n']}$, constant scores",
+    ax.set_title(f"(a) diagonal mass → 1 as $\\rho\\to 1$ ($n={data['params']['n']}$, $S=0$)",
                  loc="left")
-    ax.legend(loc="upper left")
+    ax.legend(loc="lower right")
     ax = axes[1]
     lr = np.asarray(data["leak_rho"])
     ax.plot(1 - lr, data["batch_leak"], "o-", ms=3, color=ENCODING_COLORS["batch-uot"],
@@ -293,8 +293,8 @@ def compute_scale_invariant(quick: bool = False) -> dict[str, Any]:
     from proofs_check.operators.causal_ot import stream_causal_ot
 
     rhos = [1 / 3, 0.5, 0.9] if quick else [1 / 3, 0.5, 0.8, 0.9]
-    row_length = 256 if quick else 2048
-    k_lengths = [32, 64, 128, 256] if quick else [64, 128, 256, 512, 1024, 2048]
+    row_length = 256 if quick else 1024
+    k_lengths = [64, 128, 256] if quick else [64, 128, 256, 512, 1024]
     lmax = max(row_length, max(k_lengths))
     y = np.concatenate([_log_grid(1e-6, 0.5, 12), 1 - _log_grid(1e-6, 0.5, 12)[::-1][1:]])
     out_density: dict[str, list[float]] = {}
@@ -317,8 +317,8 @@ def compute_scale_invariant(quick: bool = False) -> dict[str, Any]:
         kolmogorov[str(rho)] = ks
         slopes[str(rho)] = _loglog_slope(k_lengths, ks)
         _progress(f"  scale_invariant: rho={rho} K_l={ks[-1]:.3g} at l={k_lengths[-1]}")
-    key = {f"K_l@rho={r},l={k_lengths[-1]}": kolmogorov[str(r)][-1] for r in rhos}
-    key.update({f"slope@rho={r}": slopes[str(r)] for r in rhos})
+    key = {f"K_l@rho={rho_label(r)},l={k_lengths[-1]}": kolmogorov[str(r)][-1] for r in rhos}
+    key.update({f"slope@rho={rho_label(r)}": slopes[str(r)] for r in rhos})
     return {
         "params": {
             "rho": rhos,
@@ -367,12 +367,13 @@ def plot_scale_invariant(data: Mapping[str, Any], fig: Any) -> None:
         ax.plot(ls, ks, "o-", ms=3, color=c)
         ax.annotate(f"slope {data['slopes'][rho_s]:.2f}", (ls[-1], ks[-1]), xytext=(4, 0),
                     textcoords="offset points", va="center", fontsize=7, color=c)
-    ax.set_xlim(ls[0] / 1.3, ls[-1] * 4.5)
     ax.set_xscale("log", base=2)
+    ax.set_xticks(ls)
+    ax.set_xlim(ls[0] / 1.3, ls[-1] * 4.5)
     ax.set_yscale("log")
     ax.set_xlabel("query position $l$")
     ax.set_ylabel("Kolmogorov distance $K_l$")
-    ax.set_title("(b) convergence of the discrete rows (fitted log-log slope)", loc="left")
+    ax.set_title("(b) distance to the continuum, fitted slopes", loc="left")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,14 +514,17 @@ def compute_classification(quick: bool = False) -> dict[str, Any]:
     """
     window = 64
     lmax = 10**12
-    lengths = _int_log_grid(window, lmax, 1 if quick else 4)
+    lengths = _int_log_grid(window, lmax, 0.5 if quick else 4)
     curves = []
     for colour, label, enc in _classification_encodings():
         t0 = time.perf_counter()
         dist = [float(enc.distant_mass(window, n, dps=30)) for n in lengths]
         mass = [float(enc.window_mass(window, n, dps=30)) for n in lengths]
         limit = float(enc.limit_window_mass(window, dps=30))
+        scalars = ",".join(f"{k}={v:g}" for k, v in dict(enc.params).items()
+                           if isinstance(v, (int, float)))
         curves.append({
+            "id": f"{enc.name}({scalars})",
             "colour_key": colour,
             "label": label,
             "encoding": enc.name,
@@ -533,8 +537,7 @@ def compute_classification(quick: bool = False) -> dict[str, Any]:
             "limit_window_mass": limit,
         })
         _progress(f"  classification: {enc.name} {label} ({time.perf_counter() - t0:.1f} s)")
-    key = {f"D@W={window},l={lengths[-1]},{c['encoding']},{c['label']}": c["distant_mass"][-1]
-           for c in curves}
+    key = {f"D@W={window},l={lengths[-1]},{c['id']}": c["distant_mass"][-1] for c in curves}
     return {
         "params": {"window": window, "lmin": window, "lmax": lmax, "score_bound": 0.0,
                    "dps": 30},
@@ -647,8 +650,6 @@ def plot_near_one(data: Mapping[str, Any], fig: Any) -> None:
         c = LENGTH_COLORS[int(n_s)]
         ilo, ihi = (np.clip(np.asarray(v), 0, 1) for v in s["integral"])
         ax.fill_between(delta, ilo, ihi, color=c, alpha=0.18, lw=0)
-        elo, ehi = (np.asarray(v) for v in s["euler_maclaurin"])
-        ax.fill_between(delta, elo, ehi, color=c, alpha=0.6, lw=0)
         ax.plot(delta, s["window_mass"], "-", color=c, lw=1.1)
         ax.axhline(s["near_one_limit"], color=c, ls=":", lw=1.0)
         ax.annotate(f"$n=10^{{{round(math.log10(int(n_s)))}}}$",
@@ -658,10 +659,9 @@ def plot_near_one(data: Mapping[str, Any], fig: Any) -> None:
             label="$M_\\infty(W)$, summable limit")
     ax.plot([], [], ":", color="0.3", label="$H_W/H_n$, limit $\\delta\\ln n\\to 0$")
     ax.fill_between([], [], [], color="0.3", alpha=0.18, lw=0, label="integral bracket")
-    ax.fill_between([], [], [], color="0.3", alpha=0.6, lw=0, label="E–M bracket (too thin to see)")
     ax.set_ylim(0, 1.02)
     ax.set_ylabel(f"window mass $M_n(W)$, $W={data['params']['window']}$")
-    ax.set_title("(a) exact mass (lines) inside its brackets", loc="left")
+    ax.set_title("(a) exact mass (lines) inside the integral bracket", loc="left")
     ax = axes[1]
     markers = {10**4: "o", 10**8: "s", 10**12: "^"}
     for n_s, s in data["series"].items():
@@ -672,9 +672,9 @@ def plot_near_one(data: Mapping[str, Any], fig: Any) -> None:
         ax.plot(delta, s["euler_maclaurin_rel_width"], "--", color=c, marker=markers[int(n_s)],
                 ms=2.5, markevery=every)
     ax.set_ylim(1e-34, 30)
-    ax.text(0.02, 0.9, "integral bracket (solid)", transform=ax.transAxes, va="top",
+    ax.text(0.02, 0.86, "integral bracket (solid)", transform=ax.transAxes, va="top",
             fontsize=7)
-    ax.text(0.02, 0.1, "Euler–Maclaurin, certified (dashed)", transform=ax.transAxes,
+    ax.text(0.02, 0.17, "Euler–Maclaurin, certified (dashed)", transform=ax.transAxes,
             va="bottom", fontsize=7)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False,
@@ -682,8 +682,8 @@ def plot_near_one(data: Mapping[str, Any], fig: Any) -> None:
     ax.set_yscale("log")
     ax.set_xscale("log")
     ax.set_xlabel("exponent margin $\\delta=\\alpha-1$")
-    ax.set_ylabel("relative bracket width")
-    ax.set_title("(b) bracket widths (hi − lo)/$M_n(W)$", loc="left")
+    ax.set_ylabel("width $(\\mathrm{hi}-\\mathrm{lo})/M_n(W)$")
+    ax.set_title("(b) relative bracket widths (the three $n$ overlap)", loc="left")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -695,9 +695,8 @@ def compute_margin(quick: bool = False) -> dict[str, Any]:
     Panel (b) draws ``D_l(W)`` of ``LogDistance(1 + delta*)`` for ``l`` in ``[W, lmax]``: by
     construction it rises by at most ``tau`` over the range (and touches ``tau`` at ``lmax``).
     """
-    from priors.margin import select_margin
-
     from priors.encodings import LogDistance
+    from priors.margin import select_margin
 
     configs = [(64, 0.1), (512, 0.1), (512, 0.01)]
     if not quick:
@@ -877,7 +876,11 @@ def render(spec: FigureSpec, data: Mapping[str, Any], directory: Path,
         fig = Figure(figsize=(COLUMN_WIDTH, spec.height), layout="constrained")
         FigureCanvasAgg(fig)
         spec.plot(data, fig)
-        for fmt in formats:
+        for i, fmt in enumerate(formats):
+            if i == 1:
+                # the layout is fixed in inches: computed once by the first save, then frozen
+                # (saves a second constrained-layout pass; the positions do not change)
+                fig.set_layout_engine("none")
             name = f"{spec.stem}.{fmt}"
             meta = {"CreationDate": None} if fmt == "pdf" else None
             if fmt == "svg":

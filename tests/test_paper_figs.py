@@ -11,6 +11,7 @@ stand-in figures.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import struct
@@ -103,7 +104,7 @@ def test_margin_deltas_agree_with_select_margin(quick_run: tuple[Path, dict]) ->
     # the sweep is nondecreasing in lmax (a defining property, THEORY §7)
     for s in fig["data"]["sweep"].values():
         d = s["delta"]
-        assert all(b >= a - 1e-12 for a, b in zip(d, d[1:])), s
+        assert all(b >= a - 1e-12 for a, b in itertools.pairwise(d)), s
 
 
 def test_classification_masses(quick_run: tuple[Path, dict]) -> None:
@@ -133,6 +134,24 @@ def test_classification_masses(quick_run: tuple[Path, dict]) -> None:
             ref = (mpmath.zeta(a, w + 1) - mpmath.zeta(a, n + 1)) / (
                 mpmath.zeta(a) - mpmath.zeta(a, n + 1))
         assert logd["distant_mass"][i] == pytest.approx(float(ref), rel=1e-13)
+    # every curve's last point (l = 1e12) against the library directly, and M + D = 1
+    last = lengths[-1]
+    for (_, _, enc), c in zip(paper_figs._classification_encodings(), fig["data"]["curves"],
+                              strict=True):
+        key = f"D@W={w},l={last},{c['id']}"
+        assert fig["key_values"][key] == c["distant_mass"][-1]
+        assert c["distant_mass"][-1] == pytest.approx(float(enc.distant_mass(w, last)),
+                                                      rel=1e-15)
+        for m, d in zip(c["window_mass"], c["distant_mass"], strict=True):
+            assert m + d == pytest.approx(1.0, abs=4e-16)  # two float64 roundings
+    # ALiBi closed form (THEORY §5): D_l(W) = (e^{-mW} - e^{-ml}) / (1 - e^{-ml})
+    alibi = next(c for c in curves.values() if c["encoding"] == "alibi")
+    slope = alibi["params"]["slope"]
+    for n, d in zip(lengths, alibi["distant_mass"], strict=True):
+        with mpmath.workdps(40):
+            ref = (mpmath.exp(-slope * w) - mpmath.exp(-slope * n)) / (
+                -mpmath.expm1(-slope * n))
+        assert d == pytest.approx(float(ref), rel=1e-14)
     classes = {c["encoding"]: c["class"] for c in curves.values()}
     assert classes["nope"] == "dilutes" and classes["alibi"] == "summable"
     assert classes["t5"] == "dilutes" and classes["causal-ot"] == "dilutes"
@@ -194,7 +213,7 @@ def test_obstruction_values(quick_run: tuple[Path, dict]) -> None:
     assert max(data["operator_leak"]) <= 1e-12
     assert min(data["batch_leak"]) > 1e-3
     # the batch plan tends to the identity: trace increasing in rho
-    assert all(b > a for a, b in zip(data["batch_trace"], data["batch_trace"][1:]))
+    assert all(b > a for a, b in itertools.pairwise(data["batch_trace"]))
 
 
 def test_scale_invariant_values(quick_run: tuple[Path, dict]) -> None:
@@ -265,7 +284,8 @@ def test_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     target.write_text("x")
     assert paper_figs.main(["--out", str(target), "--only", "margin"]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1 and "not a directory" in captured.err
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "not a directory" in captured.err
 
 
 def test_bad_argument_subprocess(tmp_path: Path) -> None:

@@ -63,13 +63,27 @@ def solve_row(
     if live is not None:
         s = torch.where(live, s, torch.zeros((), dtype=s.dtype, device=s.device))
     m = s.shape[-1]
-    # zeta guess: every key receiving about 1/m of the row, a_j ~ w_j (C_j + 1/m)^-kappa / Z.
-    guess = s - kappa * torch.logaddexp(log_c, torch.full_like(s, -math.log(m)))
+    # Warm start from the previous row's potentials: a key that already has mass keeps
+    # logV = -kappa log C_j (its C' barely moves), x_j = s_j - kappa log C_j - zeta; a fresh key
+    # (C_j = 0, e.g. the diagonal) solves x = (1 - rho)(s_j - zeta) exactly. zeta is then set by
+    # a few scalar Newton steps on log sum_j a_j(zeta) = 0 for this explicit approximation.
+    old_part = s - kappa * log_c  # -inf... only where C_j = 0 -> +inf; handled by `fresh`
+    fresh = torch.isinf(log_c)
     if live is not None:
-        guess = guess.masked_fill(~live, float("-inf"))
-    zeta = torch.logsumexp(guess, dim=-1, keepdim=True)  # (B, 1)
+        fresh_l, old_l = fresh & live, (~fresh) & live
+    else:
+        fresh_l, old_l = fresh, ~fresh
+    neg = torch.full_like(s, float("-inf"))
+    p_old = torch.logsumexp(torch.where(old_l, old_part, neg), dim=-1, keepdim=True)
+    s_fresh = torch.where(fresh_l, s, neg)
+    zeta = torch.logaddexp(p_old, torch.logsumexp(s_fresh, dim=-1, keepdim=True))
+    for _ in range(3):
+        e_old = torch.exp(p_old - zeta)  # mass of the old keys
+        e_new = torch.exp((1.0 - rho) * (s_fresh - zeta)).sum(-1, keepdim=True)
+        tot = e_old + e_new
+        zeta = zeta + torch.log(tot) * tot / (e_old + (1.0 - rho) * e_new)
     t = s - zeta
-    x = torch.minimum(t * (1.0 - rho), t - kappa * log_c)  # upper bound of each key's root
+    x = torch.where(fresh, t * (1.0 - rho), t - kappa * log_c)
     step = float("inf")
     fast = min(max_iter, 12)
     for it in range(1, fast + 1):

@@ -255,7 +255,7 @@ CHECKS = (
         section="§4",
         run=check_grid_distance,
         ci={"rho": 1 / 3, "log2_lengths": (8, 9, 10)},
-        default={"rho": 1 / 3, "log2_lengths": (8, 9, 10, 11)},
+        default={"rho": 1 / 3, "log2_lengths": (8, 9, 10, 11, 12, 13)},
         full={"rho": 1 / 3, "log2_lengths": tuple(range(8, 17))},
         negative={"reference_rho": 0.5},
     ),

@@ -1,0 +1,204 @@
+"""THEORY.md §1, Proposition 1: the causal obstruction to balanced OT attention.
+
+A nonnegative lower-triangular matrix with unit row sums and column sums ``c`` satisfies, for
+every ``k``, ``sum_{j >= k} c_j <= n - k + 1`` (rows ``l >= k`` hold ``n - k + 1`` units, and
+column ``j >= k`` is only reached by rows ``l >= j >= k``). The off-diagonal mass of row ``k``
+lies in columns ``< k`` and is at most what rows ``>= k`` put there, so
+
+    e_k = 1 - P[k,k] <= (n - k + 1) - sum_{j >= k} c_j,
+    1 - trace(P)/n <= (1/n) sum_j j (1 - c_j)                     (*)
+
+(summing over ``k``). With ``c = 1`` the right side is 0: the identity (Proposition 1). Two
+checks:
+
+* ``prop1_identity_collapse``: the batch unbalanced Sinkhorn plan (columns KL-relaxed, §1)
+  satisfies (*) for every ``rho`` (ratio measured/bound <= 1), and its diagonal mass
+  ``trace(P)/n`` increases towards 1 as ``rho -> 1`` (details);
+* ``prop1_feasibility_lp``: targets ``b >= 0``, ``sum b = n`` are feasible iff
+  ``sum_{j >= k} b_j <= n - k + 1`` for all ``k``, compared case by case with a linear
+  program (``scipy.optimize.linprog``, HiGHS).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
+from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+
+__all__ = ["CHECKS", "check_feasibility_lp", "check_identity_collapse", "lp_feasible",
+           "tail_condition"]
+
+THEOREM = "Proposition 1 (§1)"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def check_identity_collapse(
+    n: int = 32,
+    rhos: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999),
+    samples: int = 2,
+    score_bound: float = 1.0,
+    *,
+    bound_scale: float = 1.0,
+    dtype: torch.dtype = torch.float64,
+    device: str = "cpu",
+    seed: int = 0,
+) -> CheckResult:
+    """Batch plan: ``1 - trace(P)/n <= (1/n) sum_j j (1 - c_j)`` (bound (*)), and collapse.
+
+    Scores: constant (0) and ``samples`` uniform draws in ``[-B, B]``. Measured: the largest
+    ratio of the diagonal deficit to ``bound_scale`` times the bound over all ``rho`` and
+    scores (``<= 1``); tolerance ``1e-12`` (both sides are sums of ``n`` float64 terms
+    <= 1 and the bound is nonnegative by the tail condition). Details: the diagonal masses
+    by ``rho`` (constant scores) and whether they increase with ``rho``.
+
+    ``bound_scale = 0.5`` (negative control) halves the bound; the ratio, close to 1 on the
+    constant-score plans, must then exceed 1.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    worst = 0.0
+    diag: dict[str, float] = {}
+    tol_iter = 1e-10 if dtype == torch.float64 else 1e-5
+    with stopwatch() as elapsed:
+        cases = [torch.zeros(n, n, dtype=torch.float64)]
+        cases += [score_bound * (2 * torch.rand(n, n, generator=gen, dtype=torch.float64) - 1)
+                  for _ in range(samples)]
+        scores = torch.stack(cases).to(dtype=dtype, device=device)  # (samples+1, n, n)
+        jj = torch.arange(1, n + 1, dtype=torch.float64)
+        for rho in rhos:
+            res = batch_unbalanced_sinkhorn(scores, rho, tol=tol_iter,
+                                            max_iter=max(10_000, int(60 / (1 - rho))))
+            plan = res.plan.double().cpu()
+            deficit = 1 - torch.diagonal(plan, dim1=-2, dim2=-1).sum(-1) / n
+            col = plan.sum(-2)  # (cases, n)
+            bound = bound_scale * ((jj * (1 - col)).sum(-1) / n)
+            ratio = torch.where(bound > 0, deficit / bound,
+                                torch.where(deficit > 0, math.inf, 0.0))
+            worst = max(worst, float(ratio.max()))
+            diag[str(rho)] = float(1 - deficit[0])
+    values = [diag[str(r)] for r in sorted(rhos)]
+    increasing = all(values[i] < values[i + 1] for i in range(len(values) - 1))
+    return make_result(
+        check="prop1_identity_collapse",
+        theorem=THEOREM,
+        quantity="max (1 - tr P/n) / ((1/n) sum_j j (1 - colsum_j)), batch plan",
+        measured=worst,
+        reference=1.0,
+        relation="<=",
+        tol=1e-12,
+        params={"n": n, "rhos": list(rhos), "samples": samples, "score_bound": score_bound,
+                "bound_scale": bound_scale, "seed": seed},
+        dtype=_dtype_name(dtype),
+        device=str(device),
+        seconds=elapsed(),
+        details={"diagonal_mass_constant_scores": diag,
+                 "increasing_in_rho": increasing},
+    )
+
+
+def tail_condition(b: np.ndarray, *, slack: float = 0.0, atol: float = 1e-9) -> bool:
+    """``sum_{j >= k} b_j <= n - k + 1 + slack`` for every ``k`` (Proposition 1)."""
+    n = len(b)
+    tails = np.cumsum(b[::-1])[::-1]  # tails[k-1] = sum_{j >= k} b_j
+    return bool(np.all(tails <= n - np.arange(n) + slack + atol))
+
+
+def lp_feasible(b: np.ndarray) -> bool:
+    """Is there ``P >= 0`` lower triangular with unit row sums and column sums ``b``? (LP)."""
+    from scipy.optimize import linprog  # lazily: only this check needs it
+
+    n = len(b)
+    idx = [(i, j) for i in range(n) for j in range(i + 1)]
+    a_eq = np.zeros((2 * n, len(idx)))
+    for v, (i, j) in enumerate(idx):
+        a_eq[i, v] = 1.0  # row i sums to 1
+        a_eq[n + j, v] = 1.0  # column j sums to b_j
+    b_eq = np.concatenate([np.ones(n), b])
+    res = linprog(np.zeros(len(idx)), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    return res.status == 0
+
+
+def _targets(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Column targets with sum ``n``: feasible, near-boundary or random (often infeasible)."""
+    kind = rng.integers(3)
+    if kind == 0:  # column sums of a random lower-triangular row-stochastic matrix
+        p = np.tril(rng.exponential(size=(n, n)))
+        b = (p / p.sum(1, keepdims=True)).sum(0)
+    elif kind == 1:  # mix of the identity (tight) with a small random move of mass
+        b = np.ones(n) + rng.normal(scale=0.3, size=n)
+        b = np.abs(b)
+    else:
+        b = rng.dirichlet(np.ones(n)) * n
+    return b * (n / b.sum())
+
+
+def check_feasibility_lp(
+    cases: int = 60,
+    n_max: int = 6,
+    *,
+    condition_slack: float = 0.0,
+    seed: int = 0,
+) -> CheckResult:
+    """The tail condition agrees with a linear program on random small cases (Prop. 1).
+
+    Measured: the number of cases (``n`` from 1 to ``n_max``, plus ``b = 1`` for every ``n``,
+    tight and feasible) where ``tail_condition`` and ``lp_feasible`` disagree; reference 0.
+    The condition is compared with an absolute tolerance ``1e-9`` (random targets are far
+    from the boundary at that scale; ``b = 1`` is tight and exact).
+
+    ``condition_slack = 0.5`` (negative control) tests the wrong condition
+    ``sum_{j >= k} b_j <= n - k + 1.5``; some infeasible cases then pass it.
+    """
+    rng = np.random.default_rng(seed)
+    disagree = 0
+    counts = {"feasible": 0, "infeasible": 0}
+    with stopwatch() as elapsed:
+        targets = [np.ones(n) for n in range(1, n_max + 1)]
+        targets += [_targets(int(rng.integers(2, n_max + 1)), rng) for _ in range(cases)]
+        for b in targets:
+            lp = lp_feasible(b)
+            counts["feasible" if lp else "infeasible"] += 1
+            disagree += int(lp != tail_condition(b, slack=condition_slack))
+    return make_result(
+        check="prop1_feasibility_lp",
+        theorem=THEOREM,
+        quantity="#cases where sum_{j>=k} b_j <= n-k+1 disagrees with an LP",
+        measured=disagree,
+        reference=0,
+        relation="<=",
+        params={"cases": cases, "n_max": n_max, "condition_slack": condition_slack,
+                "seed": seed},
+        seconds=elapsed(),
+        details={"cases_total": len(targets), **counts},
+    )
+
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec(
+        name="prop1_identity_collapse",
+        theorem=THEOREM,
+        section="§1",
+        run=check_identity_collapse,
+        ci={"n": 16, "rhos": (0.5, 0.9, 0.99), "samples": 1},
+        default={"n": 32, "rhos": (0.5, 0.9, 0.99, 0.999), "samples": 2},
+        full={"n": 64, "rhos": (0.5, 0.9, 0.99, 0.999, 0.9999), "samples": 4},
+        negative={"bound_scale": 0.5},
+    ),
+    CheckSpec(
+        name="prop1_feasibility_lp",
+        theorem=THEOREM,
+        section="§1",
+        run=check_feasibility_lp,
+        ci={"cases": 40, "n_max": 5},
+        default={"cases": 120, "n_max": 7},
+        full={"cases": 600, "n_max": 9},
+        negative={"condition_slack": 0.5},
+        torch_args=False,
+    ),
+)
