@@ -359,12 +359,19 @@ def plot_scale_invariant(data: Mapping[str, Any], fig: Any) -> None:
     ax.legend(loc="upper left", ncol=2)
     ax = axes[1]
     ls = data["params"]["kolmogorov_lengths"]
+    label_y: dict[str, float] = {}
+    for rho_s, ks in sorted(data["kolmogorov"].items(), key=lambda kv: kv[1][-1]):
+        # slope labels at the line ends, pushed apart to at least 0.13 decades
+        y_label = math.log10(ks[-1])
+        if label_y:
+            y_label = max(y_label, max(label_y.values()) + 0.13)
+        label_y[rho_s] = y_label
     for rho_s, ks in data["kolmogorov"].items():
         c = rho_color(float(rho_s))
         ax.plot(ls, data["sup_y"][rho_s], ":", lw=0.9, color=c)
         ax.plot(ls, ks, "o-", ms=3, color=c)
-        ax.annotate(f"slope {data['slopes'][rho_s]:.2f}", (ls[-1], ks[-1]), xytext=(4, -1),
-                    textcoords="offset points", va="center", fontsize=7, color=c)
+        ax.annotate(f"slope {data['slopes'][rho_s]:.2f}", (ls[-1] * 1.15, 10 ** label_y[rho_s]),
+                    va="center", fontsize=7, color=c)
     ax.set_xscale("log", base=2)
     ax.set_xticks(ls)
     ax.set_xlim(ls[0] / 1.3, ls[-1] * 4.5)
@@ -462,7 +469,7 @@ def plot_dilution(data: Mapping[str, Any], fig: Any) -> None:
     axes[0].set_ylabel("largest weight $\\max_j a[l,j]$")
     axes[0].set_title(f"(a) largest attention weight, $|s|\\leq B={b:g}$", loc="left")
     axes[1].set_ylabel(f"window mass ($W={w}$ keys)")
-    axes[1].set_title("(b) mass on $W$ keys (bound: $W$ times (a)'s)", loc="left")
+    axes[1].set_title("(b) mass on $W$ keys; bound: $W\\times$ the bound in (a)", loc="left")
     axes[1].set_xlabel("query position $l$")
     handles = []
     for rho in data["params"]["rho"]:
