@@ -11,8 +11,9 @@ Three ways to decide:
 * closed form (every built-in family: the p-series test for ``(1+d)^-alpha`` and
   ``(1 + r2 d)^-r1``, the geometric test for ``e^{-m d}``, a constant or bounded tail for
   NoPE, T5 and Sandwich) -- ``Encoding.classify()``;
-* symbolic (``classify(enc, symbolic=True)``): sympy's convergence test on the summand
-  ``e^{b(d)}``; sympy is imported only then;
+* symbolic (``classify(enc, symbolic=True)``): a limit comparison of the summand
+  ``e^{b(d)}`` with ``(1+d)^-2``, then sympy's ``Sum.is_convergent``; sympy is imported
+  only then;
 * numeric evidence for a bias given as data (``classify_values``): the estimated tail
   exponent ``p = -db / d ln(1+d)`` over the last octave of the range (the local p-series
   exponent: ``(1+d)^-p`` is summable iff ``p > 1``), and "inconclusive" when ``p`` is
@@ -147,6 +148,13 @@ def symbolic_label(enc: Encoding) -> str:
 
     d = sympy.Symbol("d", integer=True, nonnegative=True)
     summand = enc.sympy_summand(d)
+    # limit comparison with the convergent p-series (1+d)^-2 first (decides the
+    # faster-than-any-power families, where Sum.is_convergent can run away), then
+    # sympy's own tests (p-series, geometric, ...)
+    x = sympy.Symbol("x", positive=True)
+    ratio = sympy.limit(summand.subs(d, x) * (x + 1) ** 2, x, sympy.oo)
+    if ratio.is_finite:
+        return "summable"
     convergent = sympy.Sum(summand, (d, 0, sympy.oo)).is_convergent()
     if convergent is sympy.true or convergent is True:
         return "summable"

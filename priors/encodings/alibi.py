@@ -64,7 +64,7 @@ def alibi_slopes(num_heads: int, *, variant: str = "reference") -> list[float]:
         raise ValueError(f"variant must be one of {ALIBI_VARIANTS}, got {variant!r}")
     if variant == "exp2" or num_heads & (num_heads - 1) == 0:
         return _power_of_two_slopes(num_heads)
-    p = 2 ** int(math.floor(math.log2(num_heads)))
+    p = 2 ** (num_heads.bit_length() - 1)
     extra = _power_of_two_slopes(2 * p)[0::2][: num_heads - p]
     return _power_of_two_slopes(p) + extra
 

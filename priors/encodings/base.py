@@ -157,6 +157,7 @@ class Encoding(ABC):
 
     def _check_range(self, hi: int) -> None:
         """Hook: reject distances the encoding cannot sum (``ValueError`` naming length)."""
+        return None
 
     def partial_sum(
         self, m: int, *, length: int | None = None, dps: int = DEFAULT_DPS

@@ -62,7 +62,6 @@ def solve_row(
     kappa = rho / (1.0 - rho)
     if live is not None:
         s = torch.where(live, s, torch.zeros((), dtype=s.dtype, device=s.device))
-    m = s.shape[-1]
     # Warm start from the previous row's potentials: a key that already has mass keeps
     # logV = -kappa log C_j (its C' barely moves), x_j = s_j - kappa log C_j - zeta; a fresh key
     # (C_j = 0, e.g. the diagonal) solves x = (1 - rho)(s_j - zeta) exactly. zeta is then set by
@@ -86,7 +85,8 @@ def solve_row(
     x = torch.where(fresh, t * (1.0 - rho), t - kappa * log_c)
     step = float("inf")
     fast = min(max_iter, 12)
-    for it in range(1, fast + 1):
+    it = 0
+    for it in range(1, fast + 1):  # noqa: B007 - the count is returned
         log_d = torch.logaddexp(log_c, x)  # log(C_j + a_j)
         a = torch.exp(x)
         ginv = 1.0 / (1.0 + kappa * torch.exp(x - log_d))  # 1/g_j

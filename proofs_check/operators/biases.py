@@ -146,7 +146,9 @@ class LogDistanceBias(nn.Module):
         if init_alpha is not None:
             excess = float(init_alpha) - 1.0 - margin
             if not np.isfinite(excess) or excess <= 0:
-                raise ValueError(f"init_alpha must be > 1 + margin = {1 + margin}, got {init_alpha!r}")
+                raise ValueError(
+                    f"init_alpha must be > 1 + margin = {1 + margin}, got {init_alpha!r}"
+                )
             theta0 = float(np.log(np.expm1(excess)))  # softplus^-1
         self.theta = nn.Parameter(torch.full((num_heads,), theta0, dtype=torch.float64))
 

@@ -35,7 +35,7 @@ import torch
 
 from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
 
-__all__ = ["CHECKS", "TABLE", "check_classification", "check_content_bounds", "numeric_class"]
+__all__ = ["CHECKS", "check_classification", "check_content_bounds", "numeric_class"]
 
 THEOREM = "Theorem 3 (§5)"
 
@@ -89,7 +89,6 @@ def check_content_bounds(
     cols = torch.arange(n).unsqueeze(0)
     dist = rows - cols  # d = l - j (row index l-1, key index j-1)
     in_window = (dist >= 0) & (dist < window)  # (n, n)
-    beyond = dist >= window
     b = float(score_bound)
     # Extreme patterns: -B on the window, +B beyond (attains M^-), and the reverse (M^+).
     low = torch.where(in_window, -b, b).to(dtype)
@@ -135,7 +134,6 @@ def check_content_bounds(
                     where = {"encoding": enc.name, "params": enc.params, "scores": label,
                              "row": window + i, "window_mass": float(m[i]),
                              "M_minus": float(m_minus[i]), "M_plus": float(m_plus[i])}
-        del beyond
     return make_result(
         check="thm3_content_bounds",
         theorem=THEOREM,
@@ -192,11 +190,6 @@ def _table() -> list[tuple[str, Any, str]]:
          "dilutes"),
         ("causal OT prior rho = 1/3", CausalOTPrior(rho=1 / 3), "dilutes"),
     ]
-
-
-#: The rows of THEORY §5 exercised by ``thm3_classification`` (names only; built lazily).
-TABLE = ("none", "bounded", "alibi", "log-distance", "kerple-log", "kerple-power", "t5",
-         "causal-ot")
 
 
 def numeric_class(enc: Any, *, window: int = 8, start: int = 10**4, ratio: int = 10**4,

@@ -179,7 +179,9 @@ def test_t5_buckets_follow_the_reference_rule():
     b = t5_bucket(np.arange(300))
     assert list(b[:16]) == list(range(16))
     # bucket 16 starts at 16, the last (31) at the first d with 16 + floor(ln(d/16)/ln 8 * 16) >= 31
-    first_last = next(d for d in range(16, 300) if 16 + int(math.log(d / 16) / math.log(8) * 16) >= 31)
+    first_last = next(
+        d for d in range(16, 300) if 16 + int(math.log(d / 16) / math.log(8) * 16) >= 31
+    )
     assert int(np.argmax(b == 31)) == first_last
     assert np.all(np.diff(b) >= 0) and b[-1] == 31
     enc = T5Buckets(table=T5_TABLE)
@@ -274,7 +276,8 @@ def test_alibi_slopes_variants():
     assert alibi_slopes(8) == alibi_slopes(8, variant="exp2") == [2.0**-k for k in range(1, 9)]
     assert alibi_slopes(16)[0] == 2**-0.5
     # H = 12: the 8 slopes 2^-h, then 2^(-h/2) for odd h = 1, 3, 5, 7 (every other of H = 16)
-    assert alibi_slopes(12) == [2.0**-h for h in range(1, 9)] + [2 ** (-h / 2) for h in (1, 3, 5, 7)]
+    odd = [2 ** (-h / 2) for h in (1, 3, 5, 7)]
+    assert alibi_slopes(12) == [2.0**-h for h in range(1, 9)] + odd
     assert alibi_slopes(12, variant="exp2") == [2 ** (-8 * h / 12) for h in range(1, 13)]
     assert alibi_slopes(1) == [2.0**-8]
 

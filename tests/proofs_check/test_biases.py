@@ -113,7 +113,7 @@ def test_log_distance_module_matches_priors_and_constraint():
     mod = LogDistanceBias(4, 0.3054437527)
     with torch.no_grad():
         mod.theta.copy_(torch.tensor([-5.0, 0.0, 1.0, 3.0], dtype=torch.float64))
-    alpha = mod.alpha
+    alpha = mod.alpha.detach()
     assert torch.all(alpha >= 1 + 0.3054437527)
     out = mod(16)
     for h in range(4):

@@ -89,7 +89,6 @@ def test_grid_distance_reproduces_theory():
     assert all(abs(v - 0.76) < 0.01 for v in w1), w1
 
 
-@pytest.mark.slow  # rho = 0.9 needs more Newton steps per row: ~6 s here
 def test_grid_distance_rho_09_reproduces_theory():
     # THEORY §4: K_512 = 0.115 at rho = 0.9 (3 printed digits: tolerance 5e-4).
     from proofs_check.operators import stream_causal_ot
