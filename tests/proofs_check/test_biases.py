@@ -165,8 +165,8 @@ def test_score_mod_eager_flex_attention_matches_dense():
 def test_score_mod_compiled_flex_attention_float32():
     """Compiled FlexAttention, float32 (the only dtypes it compiles on CPU in torch 2.13).
 
-    Marked slow: the inductor compile takes about 100 s on this 2-core CPU (measured 97 s),
-    too long for the CI-sized run. Forward only (CPU FlexAttention has no backward here).
+    Marked slow: the inductor compile takes 50-100 s on this shared 2-core CPU (measured 50 s
+    and 97 s), too long for the CI-sized run. Forward only (CPU FlexAttention has no backward here).
     """
     from torch.nn.attention.flex_attention import flex_attention
 
