@@ -79,12 +79,14 @@ def causal_ot_exact_mp(scores: object, rho: object, *, dps: int = 30) -> list[li
     >>> import mpmath
     >>> s = [[0.0, 0.0, 0.0], [0.5, -1.0, 0.0], [2.0, 0.0, 1.0]]
     >>> a = causal_ot_exact_mp(s, 0.5, dps=30)
-    >>> c2 = [a[0][0] + a[1][0] + a[2][0], a[1][1] + a[2][1], a[2][2]]   # C'[3, j]
-    >>> z = [a[2][j] * c2[j] / mpmath.exp(s[2][j]) for j in range(3)]    # kappa = 1: 1/Z_3
-    >>> bool(max(abs(zj - z[0]) for zj in z) < mpmath.mpf(10) ** -28)
+    >>> with mpmath.workdps(30):  # kappa = 1: a_j C'_j / w_j = 1/Z_3 for every key j
+    ...     c2 = [a[0][0] + a[1][0] + a[2][0], a[1][1] + a[2][1], a[2][2]]
+    ...     z = [a[2][j] * c2[j] / mpmath.exp(s[2][j]) for j in range(3)]
+    ...     print(max(abs(zj - z[0]) for zj in z) < mpmath.mpf(10) ** -28)
     True
     >>> sm = causal_ot_exact_mp(s, 0, dps=30)[2]
-    >>> bool(abs(sm[1] - 1 / (1 + mpmath.e ** 2 + mpmath.e)) < mpmath.mpf(10) ** -28)
+    >>> with mpmath.workdps(30):
+    ...     print(abs(sm[1] - 1 / (1 + mpmath.e ** 2 + mpmath.e)) < mpmath.mpf(10) ** -28)
     True
     """
     if not isinstance(dps, int) or isinstance(dps, bool) or dps < 1:
