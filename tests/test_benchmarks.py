@@ -1,0 +1,68 @@
+"""Keep the benchmark scripts from rotting (they are not tests; this runs tiny pieces of them).
+
+Each naive baseline is also checked against the library it is compared with, by a different
+method (direct float64 summation vs Hurwitz zeta / Arb), so a broken baseline cannot make
+the library look fast by computing something else.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+# ``python -m pytest`` from the repository root puts the root on sys.path: benchmarks/ is a
+# top-level folder there, not part of the installed package.
+from benchmarks import __main__ as bench_main
+
+
+def test_bad_area_is_one_line_exit_2(capsys):
+    assert bench_main.main(["--only", "bogus"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_machine_description_names_cores_and_versions():
+    info = bench_main.describe_machine()
+    assert info["cores"] >= 1
+    assert info["numpy"] and info["mpmath"]
+
+
+def test_table_prints_union_of_keys(capsys):
+    bench_main.print_table("demo", [{"a": 1.23456789, "b": "x"}, {"a": 2.0, "c": 3}])
+    out = capsys.readouterr().out
+    assert "a" in out and "c" in out and "1.235" in out
+
+
+def test_naive_margin_baseline_agrees_with_select_margin():
+    from benchmarks.margin import _NAIVE
+    from priors.margin import select_margin
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _NAIVE, "64", "4096", "0.1"],
+        capture_output=True, text=True, check=True,
+    )
+    naive = float(proc.stdout.strip())
+    exact = select_margin(64, 4096, 0.1).delta
+    # the naive bisection stops at relative width 1e-9; float64 sums add ~1e-13
+    assert abs(naive - exact) <= 2e-9 * exact
+
+
+def test_naive_mass_baseline_agrees_with_hurwitz():
+    from benchmarks.masses import _numpy_mass
+    from priors.encodings import LogDistance
+
+    naive = _numpy_mass(512, 10**5, 1.1)
+    exact = float(LogDistance(alpha=1.1).window_mass(512, 10**5))
+    # 1e5 float64 terms summed in chunks: relative error well below 1e-12
+    assert abs(naive - exact) <= 1e-12 * exact
+
+
+def test_operator_benchmark_rows_at_tiny_size():
+    torch = pytest.importorskip("torch")
+    from benchmarks.operators import dense_rows
+
+    rows = dense_rows([16], [0.5], [torch.float64], ["exact", "sinkhorn"], 200)
+    assert [r["method"] for r in rows] == ["exact", "sinkhorn"]
+    assert all(r["converged"] for r in rows)
+    assert all(r["ratio_to_softmax"] > 0 for r in rows)
