@@ -16,7 +16,19 @@ Per-encoding parameters: ``--slope`` (alibi), ``--alpha`` (log-distance), ``--r1
 --tail --tail-exponent`` (user). FILE holds whitespace- or comma-separated numbers (or a
 JSON list).
 
-Imports neither torch, sympy, matplotlib nor scipy.
+``--certify`` (rigorous mode, THEORY.md §5; nope, alibi, log-distance, kerple-log, t5):
+the masses are also computed in Arb ball arithmetic (``priors.certified``) at
+``ceil(dps log2 10) + 24`` bits; the text output prints each enclosure beside the value,
+``[mid +/- rad]`` from ``arb.str(digits, radius=True)`` (Arb widens the radius to cover
+the rounding of the midpoint, so the printed ball still encloses), and the JSON adds
+``window_mass_ball, distant_mass_ball, limit_window_mass_ball, window_mass_bracket_ball,
+distant_mass_bracket_ball`` as ``[lower, upper]`` decimal strings with ``digits``
+significant digits rounded outwards (``priors.certified.outward_decimal``: Arb's rigorous
+decimal ball, then ``decimal`` rounding towards -inf / +inf), plus ``prec``,
+``certify_method`` and ``certified: true`` (``certified: false`` without ``--certify``).
+Another encoding with ``--certify`` is bad input (exit 2).
+
+Imports neither torch, sympy, matplotlib nor scipy (``--certify`` adds python-flint only).
 """
 
 from __future__ import annotations
@@ -84,22 +96,60 @@ def _parser() -> _Parser:
     p.add_argument("--score-bound", type=_number, default=0.0, help="content-score bound B")
     p.add_argument("--dps", type=int, default=30, help="decimal digits (default 30)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--certify",
+        action="store_true",
+        help="also print guaranteed Arb ball enclosures (nope, alibi, log-distance, "
+        "kerple-log, t5)",
+    )
     g = p.add_argument_group("encoding parameters")
-    g.add_argument("--slope", type=_number)
-    g.add_argument("--alpha", type=_number)
-    g.add_argument("--r1", type=_number)
-    g.add_argument("--r2", type=_number)
-    g.add_argument("--rho", type=_number)
-    g.add_argument("--num-buckets", type=_count)
-    g.add_argument("--max-distance", type=_count)
-    g.add_argument("--table", metavar="FILE")
-    g.add_argument("--dim", type=_count)
-    g.add_argument("--base", type=_number)
-    g.add_argument("--scale", type=_number)
-    g.add_argument("--compress", type=_number)
-    g.add_argument("--values", metavar="FILE")
-    g.add_argument("--tail", choices=("none", "constant", "power"))
-    g.add_argument("--tail-exponent", type=_number)
+    g.add_argument("--slope", type=_number, help="alibi: slope m > 0 (b(d) = -m d)")
+    g.add_argument(
+        "--alpha", type=_number, help="log-distance exponent alpha >= 0 (b(d) = -alpha ln(1+d))"
+    )
+    g.add_argument(
+        "--r1",
+        type=_number,
+        help="kerple-log / kerple-power: r1 > 0 (b(d) = -r1 ln(1 + r2 d), resp. -r1 d^r2)",
+    )
+    g.add_argument(
+        "--r2", type=_number, help="kerple-log: r2 > 0; kerple-power: exponent 0 < r2 <= 2"
+    )
+    g.add_argument(
+        "--rho", type=_number, help="causal-ot: rho in [0, 1) (b ~ -rho ln d for d << l)"
+    )
+    g.add_argument("--num-buckets", type=_count, help="t5: number of buckets (default 32)")
+    g.add_argument(
+        "--max-distance",
+        type=_count,
+        help="t5: max_distance, where the log-spaced buckets end (default 128)",
+    )
+    g.add_argument(
+        "--table", metavar="FILE", help="t5: FILE with the num_buckets learned biases (one head)"
+    )
+    g.add_argument(
+        "--dim", type=_count, help="sandwich: embedding dimension (even, default 128)"
+    )
+    g.add_argument(
+        "--base", type=_number, help="sandwich: frequency base > 1 (w_i = base^(-2i/dim))"
+    )
+    g.add_argument("--scale", type=_number, help="sandwich: bias scale > 0 (default 1)")
+    g.add_argument(
+        "--compress", type=_number, help="sandwich: position compression ratio >= 1"
+    )
+    g.add_argument(
+        "--values", metavar="FILE", help="user: FILE with the bias values b(0), ..., b(m-1)"
+    )
+    g.add_argument(
+        "--tail",
+        choices=("none", "constant", "power"),
+        help="user: stated bias beyond the given values (default none: no continuation)",
+    )
+    g.add_argument(
+        "--tail-exponent",
+        type=_number,
+        help="user: exponent p of the power tail (weights ~ (1+d)^-p beyond the values)",
+    )
     return p
 
 
@@ -147,21 +197,34 @@ def build_encoding(args: argparse.Namespace) -> Any:
     return ENCODINGS[args.encoding](**kwargs)
 
 
-def _text(report: Any) -> str:
+def _text(report: Any, cert: Any = None) -> str:
     j = report.to_json()
+    n = j["digits"]
+
+    def ball(x: Any) -> str:  # Arb widens the radius to cover the rounded midpoint
+        return "" if cert is None else f"   ball {x.str(n, radius=True)}"
+
+    c = cert
     lines = [
         f"{j['encoding']} {j['params']}  W = {j['window']}  l = {j['length']}  "
         f"B = {j['score_bound']:g}  ({j['digits']} significant digits)",
-        f"  window mass   M = {j['window_mass']}",
-        f"  distant mass  D = {j['distant_mass']}",
+        f"  window mass   M = {j['window_mass']}{ball(c and c.window_mass)}",
+        f"  distant mass  D = {j['distant_mass']}{ball(c and c.distant_mass)}",
         f"  M bracket (|s| <= B): [{j['window_mass_bracket'][0]}, {j['window_mass_bracket'][1]}]",
         f"  D bracket (|s| <= B): [{j['distant_mass_bracket'][0]}, "
         f"{j['distant_mass_bracket'][1]}]",
     ]
+    if cert is not None and cert.score_bound > 0:
+        cj = cert.to_json(n)
+        for key, name in (("window_mass_bracket_ball", "M"), ("distant_mass_bracket_ball", "D")):
+            lines.append(f"  {name} bracket certified (|s| <= B, outward): "
+                         f"[{cj[key][0]}, {cj[key][1]}]")
     if j["series_bracket"]:
         for key, (lo, hi) in j["series_bracket"].items():
             lines.append(f"  M {key} bracket (B = 0): [{lo}, {hi}]")
-    lines.append(f"  limit M_inf(W) = {j['limit_window_mass']}")
+    lines.append(f"  limit M_inf(W) = {j['limit_window_mass']}{ball(c and c.limit_window_mass)}")
+    if cert is not None:
+        lines.append(f"  certified: Arb balls, >= {cert.prec} bits relative ({cert.method})")
     lines.append(f"  class: {j['class']} (rate {j['rate']})")
     if j["summation"]:
         lines.append(f"  summation: {j['summation']}")
@@ -176,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         enc = build_encoding(args)
+        if args.certify:
+            from priors.certified import check_certifiable
+
+            check_certifiable(enc)  # before any work
         with warnings.catch_warnings():
             # a float64-backed encoding prints `digits` digits: say so, do not warn about it
             warnings.filterwarnings("ignore", message=".*float64-backed.*")
@@ -183,14 +250,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                 mass_report(enc, args.window, n, score_bound=args.score_bound, dps=args.dps)
                 for n in args.length
             ]
+        certs: list[Any] = [None] * len(reports)
+        if args.certify:
+            from priors.certified import certified_masses, prec_for_digits
+
+            certs = [
+                certified_masses(
+                    enc, r.window, r.length, score_bound=r.score_bound,
+                    prec=prec_for_digits(r.digits),
+                )
+                for r in reports
+            ]
     except (_BadInput, ValueError) as exc:
         print(f"priors.mass: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        out = [r.to_json() for r in reports]
+        out = []
+        for r, c in zip(reports, certs, strict=True):
+            j = r.to_json()
+            if c is not None:
+                j.update(c.to_json(r.digits))
+            j["certified"] = c is not None
+            out.append(j)
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
-        print("\n".join(_text(r) for r in reports))
+        print("\n".join(_text(r, c) for r, c in zip(reports, certs, strict=True)))
     return 0
 
 
