@@ -55,10 +55,10 @@ from mpmath import libmp
 
 from priors.harmonic import (
     DEFAULT_DPS,
-    _arb_alpha,
     _check_dps,
     as_alpha,
     as_count,
+    exact_arb,
     harmonic_number,
 )
 
@@ -244,7 +244,7 @@ def integral_bracket(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> Bracke
     a = _positive_alpha(alpha)
     dps = _check_dps(dps)
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
-        lo, hi = _integral_arb(m, _arb_alpha(a))
+        lo, hi = _integral_arb(m, exact_arb(a))
         return _outward(lo, hi, dps)
 
 
@@ -299,7 +299,7 @@ def euler_maclaurin_bracket(
     work = bits + _GUARD_BITS
     for _ in range(6):
         with flint.ctx.workprec(work):
-            s, t, _used = _em_arb(m, _arb_alpha(a), p, bits + 10)
+            s, t, _used = _em_arb(m, exact_arb(a), p, bits + 10)
             lo = s + t.min(flint.arb(0))
             hi = s + t.max(flint.arb(0))
             if m == 0 or min(lo.rel_accuracy_bits(), hi.rel_accuracy_bits()) >= bits + 4:
@@ -345,8 +345,8 @@ def window_mass_brackets(
     dps = _check_dps(dps)
     out: dict[str, Bracket] = {}
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
-        lw, uw = _integral_arb(w, _arb_alpha(a))
-        ln, un = _integral_arb(n, _arb_alpha(a))
+        lw, uw = _integral_arb(w, exact_arb(a))
+        ln, un = _integral_arb(n, exact_arb(a))
         out["integral"] = _outward(lw.lower() / un.upper(), uw.upper() / ln.lower(), dps)
     ew = euler_maclaurin_bracket(w, a, dps=dps + 5)
     en = euler_maclaurin_bracket(n, a, dps=dps + 5)
@@ -358,7 +358,7 @@ def window_mass_brackets(
 
 
 def _mpf_arb(x: mpmath.mpf) -> flint.arb:
-    return _arb_alpha(x)  # exact conversion of a binary mpf
+    return exact_arb(x)  # exact conversion of a binary mpf
 
 
 def limit_window_mass_bracket(
@@ -390,7 +390,7 @@ def limit_window_mass_bracket(
         with mpmath.workdps(dps):
             return mpmath.mpf(0), mpmath.mpf(0)
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
-        delta = _arb_alpha(a) - 1
+        delta = exact_arb(a) - 1
         lo = -(-delta * flint.arb(w + 1).log()).expm1() / (1 + delta)
         hi = delta - (-delta * flint.arb(w).log()).expm1()
         return _outward(lo, hi, dps)
@@ -414,7 +414,7 @@ def zeta_bracket(alpha: object, *, dps: int = DEFAULT_DPS) -> Bracket:
     if a <= 1:
         raise ValueError(f"alpha must be > 1 (zeta(alpha) diverges otherwise), got {alpha!r}")
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
-        inv = 1 / (_arb_alpha(a) - 1)
+        inv = 1 / (exact_arb(a) - 1)
         return _outward(inv, 1 + inv, dps)
 
 

@@ -66,7 +66,7 @@ from priors.encodings.kerple import KerpleLog
 from priors.encodings.log_distance import LogDistance
 from priors.encodings.nope import NoPE
 from priors.encodings.t5 import T5Buckets, t5_bucket
-from priors.harmonic import _arb_alpha, harmonic_tail_arb
+from priors.harmonic import exact_arb, harmonic_tail_arb
 
 __all__ = [
     "CERTIFIED_ENCODINGS",
@@ -186,7 +186,7 @@ def _nope_sums(enc: NoPE, w: int, n: int) -> Callable[[], Sums]:
 
 def _alibi_sums(enc: ALiBi, w: int, n: int) -> Callable[[], Sums]:
     def sums() -> Sums:
-        m = _arb_alpha(enc.slope)
+        m = exact_arb(enc.slope)
         den = -(-m).expm1()  # 1 - e^{-m} > 0, no cancellation for small slopes
         s_w = -(-m * w).expm1() / den
         tail = (-m * w).exp() * -(-m * (n - w)).expm1() / den
@@ -200,7 +200,7 @@ def _log_distance_sums(enc: LogDistance, w: int, n: int) -> Callable[[], Sums]:
         work = flint.ctx.prec
         s_w = harmonic_tail_arb(0, w, enc.alpha, prec=work)
         tail = harmonic_tail_arb(w, n, enc.alpha, prec=work)
-        total = _arb_alpha(enc.alpha).zeta() if enc.alpha > 1 else None
+        total = exact_arb(enc.alpha).zeta() if enc.alpha > 1 else None
         return s_w, tail, total
 
     return sums
@@ -222,7 +222,7 @@ def _kerple_log_sum(r1: flint.arb, r2: flint.arb, lo: int, hi: int) -> flint.arb
 
 def _kerple_log_sums(enc: KerpleLog, w: int, n: int) -> Callable[[], Sums]:
     def sums() -> Sums:
-        r1, r2 = _arb_alpha(enc.r1), _arb_alpha(enc.r2)
+        r1, r2 = exact_arb(enc.r1), exact_arb(enc.r2)
         total = r2 ** (-r1) * r1.zeta(1 / r2) if enc.r1 > 1 else None
         return _kerple_log_sum(r1, r2, 0, w), _kerple_log_sum(r1, r2, w, n), total
 
@@ -248,7 +248,7 @@ def _t5_sums(enc: T5Buckets, w: int, n: int) -> Callable[[], Sums]:
     tail_counts = _t5_counts(enc, w, n)
 
     def sums() -> Sums:
-        weights = [_arb_alpha(t).exp() for t in enc.table]
+        weights = [exact_arb(t).exp() for t in enc.table]
         s_w = sum((c * e for c, e in zip(window_counts, weights, strict=True) if c), flint.arb(0))
         tail = sum((c * e for c, e in zip(tail_counts, weights, strict=True) if c), flint.arb(0))
         return s_w, tail, None
@@ -333,7 +333,7 @@ def certified_masses(
             m = s_w / norm
             d = tail / norm
             limit = flint.arb(0) if total is None else s_w / total
-            e = (2 * _arb_alpha(b)).exp()
+            e = (2 * exact_arb(b)).exp()
             m_br = window_mass_bounds(s_w, tail, e)
             d_br = distant_mass_bounds(s_w, tail, e)
         balls = (m, d, limit, *m_br, *d_br)

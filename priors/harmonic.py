@@ -47,6 +47,7 @@ __all__ = [
     "MAX_LENGTH",
     "as_alpha",
     "as_count",
+    "exact_arb",
     "harmonic_number",
     "harmonic_number_arb",
     "harmonic_tail",
@@ -199,7 +200,9 @@ def harmonic_number(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> mpmath.
 # ----------------------------------------------------------------------------- Arb back end
 
 
-def _arb_alpha(alpha: object) -> flint.arb:
+def exact_arb(alpha: object) -> flint.arb:
+    """``alpha`` as an Arb ball without rounding: ``arb`` as is, ``mpf``/``int``/``float``
+    exactly (they are dyadic rationals), anything else through its decimal string."""
     import flint
 
     if isinstance(alpha, flint.arb):
@@ -240,7 +243,7 @@ def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> fl
     exact_input = True
     for _ in range(12):
         with flint.ctx.workprec(work):
-            a = _arb_alpha(alpha)
+            a = exact_arb(alpha)
             exact_input = a.rad() == 0
             if hi - lo <= _DIRECT_TERMS:
                 value = sum((flint.arb(k) ** (-a) for k in range(lo + 1, hi + 1)), flint.arb(0))

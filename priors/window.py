@@ -75,10 +75,20 @@ class MassReport:
         def pair(p: Pair) -> list[str]:
             return [num(p[0]), num(p[1])]
 
+        def outward(p: Pair) -> list[str]:
+            # certified brackets: round the ends down and up, so the decimals still enclose
+            from priors.certified import outward_decimal
+            from priors.harmonic import exact_arb
+
+            return [
+                outward_decimal(exact_arb(p[0]), self.digits)[0],
+                outward_decimal(exact_arb(p[1]), self.digits)[1],
+            ]
+
         series = (
             None
             if self.series_bracket is None
-            else {k: pair(v) for k, v in self.series_bracket.items()}
+            else {k: outward(v) for k, v in self.series_bracket.items()}
         )
         return {
             "encoding": self.encoding,

@@ -177,3 +177,14 @@ def test_dilution_rates_match_classification():
     assert abs(ALiBi(0.01).window_mass(100, 10**6) - lim) < mpmath.mpf(10) ** -29
     assert math.isclose(float(LogDistance(0.5).window_mass(1, 10**12)), 1 / float(
         LogDistance(0.5).partial_sum(10**12)), rel_tol=1e-15)
+
+
+def test_json_series_brackets_are_rounded_outward():
+    # The certified brackets are printed as decimals rounded down (lower) and up (upper): the
+    # printed strings must still enclose the exact value, computed here at 60 digits.
+    enc = LogDistance(1.1)
+    js = mass_report(enc, 512, 65536).to_json()
+    with mpmath.workdps(60):
+        exact = enc.window_mass(512, 65536, dps=60)
+        for name, (lo, hi) in js["series_bracket"].items():
+            assert mpmath.mpf(lo) <= exact <= mpmath.mpf(hi), (name, lo, hi, exact)
