@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RELATIONS", "CheckResult", "CheckSpec", "make_result", "stopwatch"]
+__all__ = ["RELATIONS", "CheckResult", "CheckSpec", "dtype_name", "make_result", "stopwatch"]
 
 #: ``<=``: measured <= reference (an upper bound); ``>=``: a lower bound;
 #: ``==``: |measured - reference| <= tol (a closed form or an independent solver).
@@ -155,6 +155,11 @@ def make_result(
         seconds=float(seconds),
         details=dict(details or {}),
     )
+
+
+def dtype_name(dtype: object) -> str:
+    """``torch.float64`` -> ``"float64"`` (what results record; no torch import needed)."""
+    return str(dtype).removeprefix("torch.")
 
 
 @contextmanager

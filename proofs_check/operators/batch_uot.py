@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._causal_ot_common import ConvergenceWarning
+from ._causal_ot_common import ConvergenceWarning, validate_rho
 
 __all__ = [
     "BatchUOTConvergenceWarning",
@@ -126,19 +126,6 @@ def default_batch_tol(dtype: torch.dtype) -> float:
     return 1e-10 if dtype == torch.float64 else 1e-5
 
 
-def _check_rho(rho: object) -> float:
-    if isinstance(rho, torch.Tensor):
-        if rho.numel() != 1:
-            raise ValueError(f"rho must be a scalar, got a tensor of shape {tuple(rho.shape)}")
-        rho = rho.item()
-    if isinstance(rho, bool) or not isinstance(rho, numbers.Real):
-        raise ValueError(f"rho must be a real number in [0, 1), got {rho!r}")
-    value = float(rho)
-    if not math.isfinite(value) or not 0.0 <= value < 1.0:
-        raise ValueError(f"rho must be finite and in [0, 1), got {rho!r}")
-    return value
-
-
 def _default_max_iter(rho: float, tol: float) -> int:
     # The increment shrinks by at least rho per sweep from O(1): ln(1/tol)/(-ln rho) sweeps,
     # with a factor 2 and a floor for the transient before the asymptotic rate sets in.
@@ -203,7 +190,7 @@ def batch_unbalanced_sinkhorn(
         raise ValueError(f"scores must be square in its last two dims, got {tuple(scores.shape)}")
     if n == 0:
         raise ValueError("scores must have n >= 1 (got n = 0)")
-    rho = _check_rho(rho)
+    rho = validate_rho(rho)
     out_dtype = scores.dtype
     dtype = torch.float64 if out_dtype == torch.float64 else torch.float32
     device = scores.device

@@ -21,15 +21,11 @@ from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_direction", "check_rows_unchanged", "head_biases"]
 
 THEOREM = "Bias change beyond L_train (§8)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def head_biases(n: int, *, dtype: torch.dtype, device: str) -> tuple[list[str], torch.Tensor]:
@@ -122,7 +118,7 @@ def check_rows_unchanged(
         tol=0.0,
         params={"n": n, "train_length": train_length, "window": window, "samples": samples,
                 "start_offset": start_offset, "heads": names, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
     )
@@ -187,7 +183,7 @@ def check_direction(
         tol=tol,
         params={"n": n, "train_length": train_length, "window": window, "samples": samples,
                 "claimed_direction": claimed_direction, "heads": names, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"worst_case": where, "strictly_moved": moved, "row_head_cases": total},

@@ -33,15 +33,11 @@ from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_classification", "check_content_bounds", "numeric_class"]
 
 THEOREM = "Theorem 3 (§5)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _bound_encodings() -> list[Any]:
@@ -145,7 +141,7 @@ def check_content_bounds(
         params={"n": n, "window": window, "score_bound": b, "samples": samples,
                 "encodings": [f"{e.name} {e.params}" for e in _bound_encodings()],
                 "bound_score_scale": bound_score_scale, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"worst_case": where},

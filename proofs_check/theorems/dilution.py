@@ -26,16 +26,12 @@ import torch
 
 from priors.harmonic import harmonic_number
 from proofs_check.operators.causal_ot import causal_ot_attention, stream_causal_ot
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_column_bound", "check_decay_exponent", "check_weight_bound",
            "score_families"]
 
 THEOREM = "Theorem 1 (§3)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def score_families(n: int, score_bound: float, gen: torch.Generator) -> dict[str, tuple]:
@@ -120,7 +116,7 @@ def check_weight_bound(
         tol=1e-12 if dtype == torch.float64 else 1e-5,
         params={"n": n, "rhos": list(rhos), "score_bound": score_bound,
                 "bound_scale": bound_scale, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"argmax": where},
@@ -165,7 +161,7 @@ def check_column_bound(
         tol=1e-12 if dtype == torch.float64 else 1e-3,
         params={"n": n, "rhos": list(rhos), "score_bound": score_bound,
                 "bound_rho_offset": bound_rho_offset, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"argmax": where},
@@ -247,7 +243,7 @@ def check_decay_exponent(
         tol=0.02 if n >= 1024 else 0.05,
         params={"n": n, "rhos": list(rhos), "window": window,
                 "claimed_rho_offset": claimed_rho_offset},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"decay_exponent": slopes},

@@ -20,15 +20,11 @@ import mpmath
 import torch
 
 from proofs_check.operators.causal_ot import causal_ot_attention, causal_ot_exact_mp
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_exact_vs_mp", "check_fixed_point", "fixed_point_defect"]
 
 THEOREM = "Lemma 2.1 (§2)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def fixed_point_defect(weights: torch.Tensor, scores: torch.Tensor, rho: float) -> float:
@@ -102,7 +98,7 @@ def check_fixed_point(
         tol=tol,
         params={"n": n, "rhos": list(rhos), "samples": samples, "score_bound": score_bound,
                 "perturb": perturb, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"defect_by_rho": per_rho},
@@ -150,7 +146,7 @@ def check_exact_vs_mp(
         tol=tol,
         params={"n": n, "rhos": list(rhos), "score_bound": score_bound, "dps": dps,
                 "rho_offset": rho_offset, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
     )

@@ -27,15 +27,11 @@ from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_margin_control", "distant_masses"]
 
 THEOREM = "Theorem 5 (§7)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def distant_masses(attn: torch.Tensor, window: int, rows: tuple[int, ...]) -> list[float]:
@@ -131,7 +127,7 @@ def check_margin_control(
         params={"window": window, "lmin": l0, "lmax": l1, "tau": tau, "score_bound": b,
                 "samples": samples if b > 0 else 0, "eps_below": eps_below,
                 "delta_offset": delta_offset, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details=details,

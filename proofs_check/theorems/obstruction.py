@@ -27,16 +27,12 @@ import numpy as np
 import torch
 
 from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_feasibility_lp", "check_identity_collapse", "lp_feasible",
            "tail_condition"]
 
 THEOREM = "Proposition 1 (§1)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def check_identity_collapse(
@@ -94,7 +90,7 @@ def check_identity_collapse(
         tol=1e-12,
         params={"n": n, "rhos": list(rhos), "samples": samples, "score_bound": score_bound,
                 "bound_scale": bound_scale, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"diagonal_mass_constant_scores": diag,

@@ -19,16 +19,12 @@ import torch
 
 from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
 from proofs_check.operators.causal_ot import causal_ot_attention
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_batch_leak", "check_prefix_consistency", "leak"]
 
 THEOREM = "Proposition 2.3 (§2)"
 OPERATORS = ("causal_ot", "batch")
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _attention(scores: torch.Tensor, rho: float, operator: str) -> torch.Tensor:
@@ -92,7 +88,7 @@ def check_prefix_consistency(
         tol=1e-12 if dtype == torch.float64 else 1e-5,
         params={"n": n, "rhos": list(rhos), "samples": samples, "operator": operator,
                 "prefixes": prefixes, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"leak_by_rho": by_rho},
@@ -137,7 +133,7 @@ def check_batch_leak(
         relation=">=",
         params={"n": n, "rhos": list(rhos), "samples": samples, "operator": operator,
                 "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"leak_min_max_by_rho": ranges},

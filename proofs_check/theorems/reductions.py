@@ -16,15 +16,11 @@ import math
 import torch
 
 from proofs_check.operators.causal_ot import causal_ot_attention
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_row_shift", "check_softmax"]
 
 THEOREM = "Proposition 2.4 (§2)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _masked_softmax(s: torch.Tensor) -> torch.Tensor:
@@ -70,7 +66,7 @@ def check_softmax(
         tol=1e-10 if dtype == torch.float64 else 1e-5,
         params={"n": n, "samples": samples, "score_bound": score_bound,
                 "small_rho": small_rho, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"rho_0": at_zero, "rho_small": at_small},
@@ -121,7 +117,7 @@ def check_row_shift(
         tol=1e-12 if dtype == torch.float64 else 1e-5,
         params={"n": n, "rhos": list(rhos), "samples": samples, "shift_scale": shift_scale,
                 "shift_kind": shift_kind, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
     )

@@ -34,15 +34,11 @@ from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_grid_distance", "check_prior_identities", "grid_distances"]
 
 THEOREM = "Theorem 2 (§4)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 # --------------------------------------------------------------------------- identities
@@ -223,7 +219,7 @@ def check_grid_distance(
         reference=-(1 - rho) / 2,
         relation="<=",
         params={"rho": rho, "lengths": lengths, "q": q, "reference_rho": ref_rho},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={

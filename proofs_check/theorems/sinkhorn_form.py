@@ -19,15 +19,11 @@ import warnings
 import torch
 
 from proofs_check.operators.causal_ot import ConvergenceWarning, causal_ot_attention
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
 
 __all__ = ["CHECKS", "check_contraction", "check_sweeps_converge", "contraction_factor"]
 
 THEOREM = "Lemma 2.2 (§2)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _scores(n, samples, score_bound, gen, dtype, device):
@@ -78,7 +74,7 @@ def check_sweeps_converge(
         tol=1e-9 if dtype == torch.float64 else 2e-3,
         params={"n": n, "rhos": list(rhos), "samples": samples, "score_bound": score_bound,
                 "rho_offset": rho_offset, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"sweeps": sweeps},
@@ -148,7 +144,7 @@ def check_contraction(
         tol=0.01 if dtype == torch.float64 else 0.02,
         params={"n": n, "rhos": list(rhos), "samples": samples, "score_bound": score_bound,
                 "claimed_offset": claimed_offset, "seed": seed},
-        dtype=_dtype_name(dtype),
+        dtype=dtype_name(dtype),
         device=str(device),
         seconds=elapsed(),
         details={"factor_constant_scores": factors},
