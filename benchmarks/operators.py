@@ -91,7 +91,12 @@ def _stream_child(n: int) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({
         "n": n, "rho": 1 / 3, "wall_s": wall,
-        "peak_rss_above_baseline_bytes": (peak - base) * 1024,  # ru_maxrss is KiB on Linux
+        # ru_maxrss is KiB on Linux and a high-water mark: 0 above the baseline means the
+        # solver never exceeded the peak reached while importing torch (its own buffers are
+        # O(n): a few vectors of n floats)
+        "peak_rss_above_baseline_bytes": (peak - base) * 1024,
+        "baseline_peak_rss_bytes": base * 1024,
+        "solver_state_bytes": 8 * n,  # the column masses C[l-1, :], float64
         "dense_float64_bytes": 8 * n * n,
         "last_row_sum": float(last.sum()),
     }))
