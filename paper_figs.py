@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -1007,6 +1008,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise _UsageError(f"--out {str(out)!r} exists and is not a directory")
+        missing = [m for m in ("torch", "matplotlib") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise _UsageError(
+                f"{' and '.join(missing)} not installed; pip install -e '.[torch,plot]'"
+            )
     except _UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
