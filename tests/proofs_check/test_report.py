@@ -236,3 +236,15 @@ def test_real_subprocess_bad_argument():
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_missing_torch_is_one_line_and_exit_2():
+    # sys.modules["torch"] = None makes ``import torch`` raise ImportError, as without torch
+    code = (
+        "import sys, runpy; sys.modules['torch'] = None; sys.argv = ['proofs_check'];"
+        "runpy.run_module('proofs_check', run_name='__main__')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "torch" in proc.stderr
