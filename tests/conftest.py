@@ -9,4 +9,4 @@ def _no_leaked_mpmath_precision():
     """Precision is an argument, never a global: fail any test that leaves mpmath changed."""
     before = mpmath.mp.prec
     yield
-    assert mpmath.mp.prec == before, "the code under test leaked an mpmath precision change"
+    assert before == mpmath.mp.prec, "the code under test leaked an mpmath precision change"

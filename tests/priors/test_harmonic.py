@@ -254,7 +254,7 @@ def test_precision_is_an_argument() -> None:
     before = mpmath.mp.prec
     h15 = harmonic_number(10**9, 1.5, dps=15)
     h40 = harmonic_number(10**9, 1.5, dps=40)
-    assert mpmath.mp.prec == before
+    assert before == mpmath.mp.prec
     with mpmath.workdps(45):
         assert abs(h15 - h40) / h40 < mpf(10) ** -13
         assert abs(h15 - h40) / h40 > 0  # the 15-digit value really is rounded

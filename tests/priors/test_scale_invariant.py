@@ -160,7 +160,7 @@ def test_dps_is_respected() -> None:
     before = mpmath.mp.prec
     lo = window_mass_continuum(0.5, "0.01", dps=15)
     hi = window_mass_continuum(0.5, "0.01", dps=50)
-    assert mpmath.mp.prec == before
+    assert before == mpmath.mp.prec
     with mpmath.workdps(50):
         assert 0 < abs(lo - hi) / hi < mpf(10) ** -14
 

@@ -61,8 +61,8 @@ def test_brackets_are_attained_by_extreme_scores(enc, b):
     # mpf at dps 30, so 1e-12 relative is a safe, still discriminating tolerance
     assert got_lo == pytest.approx(float(m_lo), rel=1e-12)
     assert got_hi == pytest.approx(float(m_hi), rel=1e-12)
-    assert 1 - got_hi == pytest.approx(float(d_lo), rel=1e-10, abs=1e-15)
-    assert 1 - got_lo == pytest.approx(float(d_hi), rel=1e-10, abs=1e-15)
+    assert (1 - got_hi) == pytest.approx(float(d_lo), rel=1e-10, abs=1e-15)
+    assert (1 - got_lo) == pytest.approx(float(d_hi), rel=1e-10, abs=1e-15)
     # random bounded scores stay inside; at B = 0 everything collapses onto the exact value
     rng = np.random.default_rng(0)
     for _ in range(20):

@@ -150,8 +150,11 @@ def test_tf32_forced_off_and_restored(monkeypatch, capsys):
     monkeypatch.setattr(report, "all_checks", lambda: [_fake("fake_tf32", seen=seen)])
     before = _flags()
     try:
-        torch.backends.cuda.matmul.allow_tf32 = True  # a user who switched TF32 on
-        torch.backends.cudnn.allow_tf32 = True
+        # a user who switched TF32 on before running the report (the report must force it off
+        # for the checks and give the user's setting back afterwards)
+        user_setting = True
+        torch.backends.cuda.matmul.allow_tf32 = user_setting
+        torch.backends.cudnn.allow_tf32 = user_setting
         assert report.tf32_enabled()
         assert report.main(["--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
