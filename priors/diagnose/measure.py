@@ -18,16 +18,19 @@ masked keys of a sliding window excluded):
   scores ``s_d = z_d - b(d)`` are known up to that constant and the smallest ``B`` with
   ``|s_d - c| <= B`` for some ``c`` is ``B_l = (max_d s_d - min_d s_d) / 2``. Rows with a
   weight that underflowed to 0 have no finite logit there and are not checked (counted);
-* Theorem 3's bracket for that ``B_l`` with the prior sums ``S_W`` and ``T_l`` (float64, the
-  tail summed directly): ``S_W / (S_W + e^{2B} T) <= M <= e^{2B} S_W / (e^{2B} S_W + T)``.
+* Theorem 3's bracket for that ``B_l`` with the exact prior sums ``S_W`` and ``T_l``
+  (``Encoding.weight_sum``, the tail summed directly): ``S_W / (S_W + e^{2B} T) <= M <= e^{2B} S_W / (e^{2B} S_W + T)``.
   The bracket must hold for every row (it is attained, so it is also tight). Inside means
   within the relative tolerance ``RTOL``: float32 weights carry a relative error of a few
   units of 2^-24 each, which moves ``M`` and ``B_l`` by far less than 1e-5.
 
-Because ``B_l`` is estimated from the same row, a violation can only come from a prior
-whose sums disagree with its bias values, from weights that are not a softmax of
-``b + s`` over exactly these keys, or from numerical failure: the check tests the chain
-"model weights -> our bias -> our exact prior sums -> Theorem 3" end to end.
+Because ``B_l`` is estimated from the same row, the bracket holds for any prior whose exact
+sums agree with its bias values: a violation can only come from a prior whose sums
+disagree with the bias it claims (a perturbed prior: the tests' negative control), from
+weights that are not a softmax over exactly these keys, or from numerical failure. So the
+check tests the chain "model weights -> our bias values -> our exact prior sums ->
+Theorem 3" end to end; whether our bias is the one the model applies is tested separately
+against the models' own bias tensors (tests/priors/test_diagnose_models.py).
 
 The bias subtracted is the one transformers' eager code applies (``HeadPrior.eager_encoding``;
 for Falcon-ALiBi twice the checkpoint's slope, see ``priors.diagnose.families``).
@@ -46,7 +49,7 @@ import numpy as np
 
 from priors.diagnose.families import T5_FAMILIES, HeadPrior, ModelPriors
 
-__all__ = ["RTOL", "ROW_CHUNK", "Measurement", "bracket_check", "measure"]
+__all__ = ["ROW_CHUNK", "RTOL", "Measurement", "bracket_check", "measure", "prior_log_sums"]
 
 #: Relative tolerance of the bracket check (float32 weights; see the module docstring).
 RTOL = 1e-5
@@ -111,6 +114,9 @@ class Measurement:
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         lines.append("  " + fmt.format(*header))
         lines += ["  " + fmt.format(*t) for t in table]
+        if any(r.get("prior") == "eager" for r in self.rows):
+            lines.append("  (M/D prior: the prior transformers' eager code applies, which differs "
+                         "from the checkpoint's here; see the notes above)")
         verdict = ("all inside" if self.rows_outside == 0
                    else f"{self.rows_outside} OUTSIDE")
         lines.append(
@@ -121,22 +127,32 @@ class Measurement:
         return lines
 
 
-def _prior_arrays(enc: Any, n: int, w: int) -> tuple[np.ndarray, float, np.ndarray]:
-    """``b(d)`` for ``d < n``, ``log S_W`` and ``log T_l`` for ``l = 1..n`` (float64; the tail
-    summed directly from ``d = W``, so no digits are lost when it is tiny)."""
-    b = np.asarray(enc.bias(np.arange(n, dtype=np.float64)), dtype=np.float64)
-    finite = np.isfinite(b)
-    b0 = float(np.max(b[finite]))
-    e = np.where(finite, np.exp(np.where(finite, b - b0, 0.0)), 0.0)
-    log_sw = math.log(float(np.sum(e[:w])))
-    tail = np.concatenate([np.zeros(w + 1), np.cumsum(e[w:])])  # tail[l] = sum_{W<=d<l}
-    with np.errstate(divide="ignore"):
-        log_t = np.log(tail[1 : n + 1])  # index l-1 -> T_l (-inf for l <= W)
-    return b, log_sw, log_t
+def prior_log_sums(enc: Any, n: int, w: int) -> tuple[float, np.ndarray]:
+    """``log S_W`` and ``log T_l`` for ``l = 1..n`` from the encoding's exact ``weight_sum``
+    (mpmath, 20 digits, rounded to float64; ``log T_l = -inf`` for ``l <= W``).
+
+    The sums come from ``weight_sum``, the bias values subtracted from the logits from
+    ``bias``: the check compares the two (a prior whose sums disagree with its bias values
+    fails it, which is the negative control of the tests).
+    """
+    import mpmath
+
+    log_sw = float(mpmath.log(enc.weight_sum(0, w, dps=20)))
+    log_t = np.full(n, -np.inf)
+    for length in range(w + 1, n + 1):
+        t = enc.weight_sum(w, length, dps=20)
+        log_t[length - 1] = float(mpmath.log(t)) if t > 0 else -np.inf
+    return log_sw, log_t
 
 
 def bracket_check(
-    weights: Any, enc: Any, window: int, *, rtol: float = RTOL, row_chunk: int = ROW_CHUNK
+    weights: Any,
+    enc: Any,
+    window: int,
+    *,
+    rtol: float = RTOL,
+    row_chunk: int = ROW_CHUNK,
+    sums: tuple[float, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Theorem 3 on one head: ``weights`` is its ``n x n`` causal attention (torch or numpy).
 
@@ -153,8 +169,8 @@ def bracket_check(
     w = window
     if n < w:
         raise ValueError(f"length {n} is shorter than the window {w}")
-    b, log_sw, log_t = _prior_arrays(enc, n, w)
-    bias = torch.as_tensor(b)
+    log_sw, log_t = prior_log_sums(enc, n, w) if sums is None else sums
+    bias = torch.as_tensor(np.asarray(enc.bias(np.arange(n, dtype=np.float64)), dtype=np.float64))
     spreads: list[np.ndarray] = []
     checked = outside = underflow = 0
     min_slack = math.inf
@@ -173,8 +189,7 @@ def bracket_check(
         m_meas = (win / total).numpy()
         d_meas = (torch.where(valid & (d >= w), a, torch.zeros(())).sum(1) / total).numpy()
         zero = (valid & (a <= 0)).any(1).numpy()
-        with np.errstate(divide="ignore"):
-            c = torch.log(a) - bd
+        c = torch.log(a) - bd
         hi = torch.where(valid, c, torch.full((), -math.inf)).amax(1)
         lo = torch.where(valid, c, torch.full((), math.inf)).amin(1)
         spread = ((hi - lo) / 2).numpy()
@@ -306,7 +321,7 @@ def measure(
                          f"positions {max_pos}")
     modules = _attention_modules(model, is_t5)
     out = Measurement(window, sorted(lengths), "")
-    exact_cache: dict[tuple[Any, int], tuple[float, float]] = {}
+    exact_cache: dict[tuple[Any, int], tuple[Any, ...]] = {}
     for n in sorted(lengths):
         ids, source = _tokens(path, n, text, seed, vocab)
         out.source = source
@@ -314,7 +329,8 @@ def measure(
         current: dict[str, Any] = {}
 
         def hook(mod: Any, args: Any, output: Any, layer: int, n: int = n) -> None:
-            weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            # (attn_output, attn_weights), or T5's (attn_output, position_bias, attn_weights)
+            weights = output[-1] if isinstance(output, tuple) and len(output) > 1 else None
             if weights is None or not torch.is_tensor(weights) or weights.dim() != 4:
                 raise ValueError(f"layer {layer}: the attention module returned no weights")
             a = weights[0].detach()
@@ -323,13 +339,14 @@ def measure(
                 enc = prior.eager_encoding
                 if enc is None:
                     raise ValueError("--measure needs the prior tables (weights)")
-                row = bracket_check(a[h], enc, window)
                 key = (enc, n)
                 if key not in exact_cache:
                     _, _, m, d = masses(enc, window, n, dps=20)
-                    exact_cache[key] = (float(m), float(d))
+                    exact_cache[key] = (float(m), float(d), prior_log_sums(enc, n, window))
+                row = bracket_check(a[h], enc, window, sums=exact_cache[key][2])
                 row.update(length=n, layer=layer, head=h, prior_window_mass=exact_cache[key][0],
-                           prior_distant_mass=exact_cache[key][1])
+                           prior_distant_mass=exact_cache[key][1],
+                           prior="eager" if prior.measured_encoding is not None else "checkpoint")
                 out.rows.append(row)
             current["done"] = current.get("done", 0) + 1
             if progress is not None:
