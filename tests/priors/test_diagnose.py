@@ -308,3 +308,21 @@ def test_config_only_path_imports_no_torch(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_benchmark_naive_baseline_agrees_and_runs(tmp_path):
+    """The benchmark's naive O(l) baseline computes the same mass as the diagnosis."""
+    pytest.importorskip("safetensors")
+    from benchmarks.diagnose import naive_alibi_distant, write_t5_base
+
+    cfg = write_config(tmp_path / "b", BLOOM)
+    r = diagnose(cfg, window=64, lengths=[10**4])
+    for h in r.heads:
+        naive = naive_alibi_distant(h.prior.params["slope"], 64, 10**4)
+        exact = float(h.masses[0]["distant_mass"])
+        # 1e4 float64 terms; relative error well below 1e-10 unless the mass underflows
+        assert naive == pytest.approx(exact, rel=1e-10, abs=1e-300)
+    os.makedirs(tmp_path / "t5")
+    write_t5_base(str(tmp_path / "t5"))
+    t5 = diagnose(str(tmp_path / "t5"), window=512, lengths=[4096])
+    assert len(t5.heads) == 12 and len(t5.encoder_heads) == 12
