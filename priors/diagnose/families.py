@@ -274,7 +274,8 @@ def _t5(ckpt: Checkpoint, mt: str, num_layers: int, num_heads: int) -> ModelPrio
     cfg = ckpt.config
     nb = _get(cfg, "relative_attention_num_buckets", default=32)
     md = _get(cfg, "relative_attention_max_distance", default=128)
-    for name, v in (("relative_attention_num_buckets", nb), ("relative_attention_max_distance", md)):
+    for name, v in (("relative_attention_num_buckets", nb),
+                    ("relative_attention_max_distance", md)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 2:
             raise ValueError(f"config: {name} must be an integer >= 2, got {v!r}")
     dec_layers = _get(cfg, "num_decoder_layers", default=num_layers)
@@ -388,7 +389,7 @@ def _bounded(ckpt: Checkpoint, mt: str, mechanism: str, num_layers: int,
         scaling = _get(cfg, "rope_scaling", "rope_parameters")
         if scaling is not None:
             params["rope_scaling"] = scaling
-        why = ("rotary: s = q^T R(d) k / sqrt(h) with R(d) orthogonal, so |s| <= |q||k|/sqrt(h) "
+        why = ("s = q^T R(d) k / sqrt(h) with R(d) orthogonal, so |s| <= |q||k|/sqrt(h) "
                "for every distance: a bounded change of the scores, no additive bias")
     elif mechanism == "absolute":
         why = ("absolute position embeddings enter the scores through bounded inputs: a "

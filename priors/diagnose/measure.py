@@ -19,7 +19,8 @@ masked keys of a sliding window excluded):
   ``|s_d - c| <= B`` for some ``c`` is ``B_l = (max_d s_d - min_d s_d) / 2``. Rows with a
   weight that underflowed to 0 have no finite logit there and are not checked (counted);
 * Theorem 3's bracket for that ``B_l`` with the exact prior sums ``S_W`` and ``T_l``
-  (``Encoding.weight_sum``, the tail summed directly): ``S_W / (S_W + e^{2B} T) <= M <= e^{2B} S_W / (e^{2B} S_W + T)``.
+  (``Encoding.weight_sum``, the tail summed directly):
+  ``S_W / (S_W + e^{2B} T) <= M <= e^{2B} S_W / (e^{2B} S_W + T)``.
   The bracket must hold for every row (it is attained, so it is also tight). Inside means
   within the relative tolerance ``RTOL``: float32 weights carry a relative error of a few
   units of 2^-24 each, which moves ``M`` and ``B_l`` by far less than 1e-5.
@@ -328,7 +329,8 @@ def measure(
         t0 = time.perf_counter()
         current: dict[str, Any] = {}
 
-        def hook(mod: Any, args: Any, output: Any, layer: int, n: int = n) -> None:
+        def hook(mod: Any, args: Any, output: Any, layer: int, n: int = n,
+                 current: dict[str, Any] = current, t0: float = t0) -> None:
             # (attn_output, attn_weights), or T5's (attn_output, position_bias, attn_weights)
             weights = output[-1] if isinstance(output, tuple) and len(output) > 1 else None
             if weights is None or not torch.is_tensor(weights) or weights.dim() != 4:

@@ -235,8 +235,8 @@ class Diagnosis:
 
 
 def _short(n: int) -> str:
-    if n >= 10**5 and n == 10 ** int(round(math.log10(n))):
-        return f"1e{int(round(math.log10(n)))}"
+    if n >= 10**5 and n == 10 ** round(math.log10(n)):
+        return f"1e{round(math.log10(n))}"
     return str(n)
 
 
