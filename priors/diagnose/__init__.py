@@ -44,4 +44,9 @@ def diagnose(path: str, **kwargs: Any) -> Any:
     from priors.diagnose.report import evaluate
 
     ckpt = load_checkpoint(path)
-    return evaluate(str(path), model_priors(ckpt), **kwargs)
+    try:
+        priors = model_priors(ckpt)
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:
+        # a config value of an unexpected type (a list where a dict belongs, ...)
+        raise ValueError(f"config: unexpected value ({type(exc).__name__}: {exc})") from exc
+    return evaluate(str(path), priors, **kwargs)

@@ -277,6 +277,9 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys):
     assert "unsupported model_type" in _bad([odd], capsys)
     nohead = write_config(tmp_path / "nohead", {"model_type": "bloom", "n_layer": 2})
     assert "heads" in _bad([nohead], capsys)
+    odd_attn = write_config(tmp_path / "mpt", {"model_type": "mpt", "n_layers": 2, "n_heads": 2,
+                                               "attn_config": [1, 2]})
+    assert "config" in _bad([odd_attn], capsys)
     cfg = write_config(tmp_path / "ok", BLOOM)
     assert "window" in _bad([cfg, "--window", "100", "--length", "50"], capsys)
     assert "tol" in _bad([cfg, "--tol", "2"], capsys)

@@ -287,3 +287,18 @@ def test_measure_bad_input(models, tmp_path, capsys):
                  "--measure-length", "32"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot load the model" in err[0]
+
+
+def test_pytorch_bin_checkpoint_reads_the_same_tables(models, tmp_path):
+    """A PyTorch-format pytorch_model.bin (read with torch, lazily) gives the same priors as
+    the safetensors file of the same model."""
+    d, model = models["t5"]
+    with open(os.path.join(d, "config.json")) as fh:
+        (tmp_path / "config.json").write_text(fh.read())
+    torch.save({k: v.clone() for k, v in model.state_dict().items()},
+               tmp_path / "pytorch_model.bin")
+    a = diagnose(d, window=W, lengths=[N])
+    b = diagnose(str(tmp_path), window=W, lengths=[N])
+    assert [h.prior.params["table"] for h in a.heads] == [h.prior.params["table"]
+                                                          for h in b.heads]
+    assert b.model.weights == [str(tmp_path / "pytorch_model.bin")]
