@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-AREAS = ("margin", "masses", "operators", "end_to_end")
+AREAS = ("margin", "masses", "operators", "end_to_end", "diagnose")
 
 
 def describe_machine() -> dict[str, Any]:
