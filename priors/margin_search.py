@@ -171,13 +171,21 @@ class GrowthProblem:
 
 @dataclass(frozen=True)
 class SearchOutcome:
-    """Result of ``certified_search`` (``delta_lo is None`` when ``delta* = 0``)."""
+    """Result of ``certified_search``.
+
+    ``delta_lo`` is a proven violation (``G(1 + delta_lo) > tol``), or ``None`` when none
+    was proven: either ``delta* = 0`` (then ``delta_hi == 0`` and ``resolved``), or the
+    search is unresolved. ``sup_upper`` is a proven upper bound (a float rounded up, at
+    most ``tol`` rounded up) of ``sup_{alpha >= 1 + delta_hi} G``: the largest upper end
+    of the certified box bounds and of the half-line bound ``D^+_{L1}(1 + delta_max)``.
+    """
 
     delta_lo: float | None
     delta_hi: float
     delta_max: float
     boxes: int
     resolved: bool
+    sup_upper: float = math.inf
 
 
 #: Largest ``alpha_max - 1`` tried before giving up (the tail bound makes this unreachable
@@ -197,30 +205,83 @@ def _find_delta_max(problem: GrowthProblem) -> float:
     )
 
 
-def _sweep(problem: GrowthProblem, a: float, b: float) -> tuple[str, float, float, int]:
+def _secant_probe(problem: GrowthProblem, a: float, x: float, c: float) -> float | None:
+    """A point left of a failed box ``[x, c]`` where ``G`` is likely above ``tol``.
+
+    The box bound is first order in the box width and overestimates ``sup G`` on the box by
+    about ``|D^-_{L0}'| (c - x)`` (module docstring), so near a crossing where ``|G'|`` is
+    small against ``|D^+_{L1}'|`` the left end ``x`` of every failed box still satisfies
+    the tolerance. The crossing is then estimated from the point values by the secant
+    through ``(x, G(x))`` and ``(c, G(c))``: ``c - d`` with
+    ``d = (tol - G(c)) (c - x) / (G(x) - G(c))``; the probe is ``c - 2 d`` (the linear model
+    puts ``G`` there ``tol - G(c)`` above ``tol``), clipped to ``[a, x)``. ``None`` when
+    ``G`` does not rise to the left (no secant estimate) or the probe falls outside.
+    The probe is only a candidate: the caller keeps it only if its ball is above ``tol``.
+    """
+    with flint.ctx.workprec(problem.prec + 16):
+        gap = problem.tol_ball - problem.growth(c)
+        rise = problem.growth(x) - problem.growth(c)
+        if not (gap > 0 and rise > 0):
+            return None
+        ratio = float((gap / rise).mid())
+    probe = max(c - 2.0 * ratio * (c - x), a)
+    if not a <= probe < x or not math.isfinite(probe):
+        return None
+    return probe
+
+
+def _sweep(
+    problem: GrowthProblem, a: float, b: float
+) -> tuple[str, float, float, int, float]:
     """Certify ``[1 + a, 1 + b]`` right to left with box bounds (module docstring).
 
-    Returns ``(status, c, x, boxes)``: ``c`` is the left end of the certified part
-    ``[c, b]``; ``status`` is ``"ok"`` (``c == a``), ``"violation"`` (``G(1 + x) > tol``
-    proven, ``a <= x < c``) or ``"stuck"`` (the box bound could not be brought below
-    ``tol`` before the float resolution of ``delta`` ran out).
+    Returns ``(status, c, x, boxes, upper)``: ``c`` is the left end of the certified part
+    ``[c, b]``, ``upper`` the largest box bound on it (rounded up); ``status`` is ``"ok"``
+    (``c == a``), ``"violation"`` (``G(1 + x) > tol`` proven, ``a <= x < c``) or
+    ``"stuck"`` (the box bound could not be brought below ``tol`` before the float
+    resolution of ``delta`` ran out). A failed box whose left end does not violate is
+    followed by one secant probe (``_secant_probe``) before the step is halved.
     """
     c = b
     step = b - a
     boxes = 0
+    upper = -math.inf
     while c > a:
         x = max(c - step, a)
         if not x < c or step <= c * 2.0**-50:
-            return "stuck", c, x, boxes
-        if problem.certified_le_tol(problem.box_bound(x, c)):
+            return "stuck", c, x, boxes, upper
+        bound = problem.box_bound(x, c)
+        if problem.certified_le_tol(bound):
             c = x
             boxes += 1
             step *= 2.0
+            upper = max(upper, float_up(bound))
             continue
         if problem.certified_gt_tol(problem.growth(x)):
-            return "violation", c, x, boxes
+            return "violation", c, x, boxes, upper
+        probe = _secant_probe(problem, a, x, c)
+        if probe is not None and problem.certified_gt_tol(problem.growth(probe)):
+            return "violation", c, probe, boxes, upper
         step /= 2.0
-    return "ok", c, c, boxes
+    return "ok", c, c, boxes, upper
+
+
+def _violation_next_to(problem: GrowthProblem, lo: float, c: float, rtol: float) -> float | None:
+    """A proven violation in ``(lo, c)`` within ``rtol c`` of ``c``, by point values.
+
+    Used when a sweep is stuck at the float resolution of ``delta``: the certified end ``c``
+    then sits on the crossing to ~1e-15 (relative), and if ``G`` crosses ``tol``
+    transversally, ``G(1 + c (1 - t)) - tol ~ |G'| c t`` is far above the ball radius for
+    ``t = rtol / 2^j``, ``j = 1, 2, ...``. Tried from the widest such point inwards;
+    ``None`` if none is proven (a tangency, or too little precision).
+    """
+    for j in range(1, 8):
+        p = c - c * rtol * 2.0**-j
+        if not lo < p < c:
+            break
+        if problem.certified_gt_tol(problem.growth(p)):
+            return p
+    return None
 
 
 def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
@@ -230,19 +291,28 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
     (or certifies everything: ``delta* = 0``). Phase 2 bisects ``(delta_lo, delta_hi)``:
     a midpoint with a ball ``G`` strictly above ``tol`` becomes ``delta_lo``; otherwise
     the piece ``[mid, delta_hi]`` is certified by a sweep (which may instead expose a
-    violation inside it). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``.
-    ``resolved`` is ``False`` when the balls could not separate ``G`` from ``tol`` (a
-    tangency, or too little precision); the bracket returned is then still proven on its
-    upper end.
+    violation inside it). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``. A sweep
+    stuck at the float resolution of ``delta`` is followed by point probes just left of
+    its certified end (``_violation_next_to``). ``resolved`` is ``False`` when the balls
+    could not separate ``G`` from ``tol`` (a tangency, or too little precision); the
+    bracket returned is then still proven on its upper end, and ``delta_lo`` is a proven
+    violation or ``None`` (no violation proven).
     """
     delta_max = _find_delta_max(problem)
-    status, c, x, boxes = _sweep(problem, 0.0, delta_max)
+    status, c, x, boxes, upper = _sweep(problem, 0.0, delta_max)
     boxes += 1  # the half-line beyond alpha_max
+    upper = max(upper, float_up(problem.pieces(delta_max)[0]))
+
+    def outcome(lo: float | None, resolved: bool) -> SearchOutcome:
+        return SearchOutcome(lo, c, delta_max, boxes, resolved, upper)
+
     if status == "ok":
-        return SearchOutcome(None, 0.0, delta_max, boxes, True)
+        return outcome(None, True)
+    lo: float | None = x if status == "violation" else None
     if status == "stuck":
-        return SearchOutcome(None, c, delta_max, boxes, False)
-    lo = x
+        lo = _violation_next_to(problem, -1.0, c, rtol)
+        if lo is None:
+            return outcome(None, False)
     while c - lo > rtol * c:
         mid = lo + (c - lo) / 2.0
         if not lo < mid < c:
@@ -252,14 +322,18 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
             lo = mid
             continue
         if not problem.certified_le_tol(g):
-            return SearchOutcome(lo, c, delta_max, boxes, False)  # ball straddles tol
-        status, c, x, extra = _sweep(problem, mid, c)
+            return outcome(lo, False)  # ball straddles tol
+        status, c, x, extra, box_upper = _sweep(problem, mid, c)
         boxes += extra
+        upper = max(upper, box_upper)
         if status == "violation":
-            lo = x
+            lo = max(lo, x)
         elif status == "stuck":
-            return SearchOutcome(lo, c, delta_max, boxes, False)
-    return SearchOutcome(lo, c, delta_max, boxes, True)
+            nearer = _violation_next_to(problem, lo, c, rtol)
+            if nearer is None:
+                return outcome(lo, False)
+            lo = nearer
+    return outcome(lo, True)
 
 
 @dataclass(frozen=True)
