@@ -33,14 +33,34 @@ exceeds every window ``k``, so the derivative is ``<= 0`` (a likelihood-ratio ar
 **The sweep.** Starting from ``c = alpha_max - 1`` (certified: nothing at or beyond it
 violates), boxes ``[a, c]`` are certified right to left with the box bound; the step grows
 after a success and shrinks after a failure. A failed box whose left end has a ball
-``G(1 + a)`` strictly above ``tol`` is a proven violation ``delta_lo = a``. Then bisection:
-a midpoint of ``(delta_lo, c)`` that violates becomes ``delta_lo``; one that does not is
-made the new ``c`` by sweeping ``[mid, c]`` (the box bound is first order in the box width,
-so the boxes shrink geometrically towards the crossing; a violation met on the way becomes
-``delta_lo``). At exit ``delta_hi = c`` satisfies ``sup_{alpha >= 1 + delta_hi} G <= tol``
-(union of the certified boxes and the half-line) and ``delta_lo`` violates, so
-``delta* in (delta_lo, delta_hi]``. This works whether or not ``G`` is monotone: the growth
-with ``B > 0`` need not be (THEORY §7).
+``G(1 + a)`` strictly above ``tol`` is a proven violation ``delta_lo = a``.
+
+That alone can stall. The box bound overestimates ``sup G`` on ``[a, c]`` by about
+``|D^-_{L0}'| (c - a)``, so a box next to the crossing fails as soon as
+``|D^+_{L1}'| (c - a) > tol - G(c)``, while its left end violates only once
+``|G'| (c - a) > tol - G(c)``. Where ``q = |G'| / |D^+_{L1}'|`` is small (``L0 > W``,
+``B > 0``, near an interior maximum of ``G``) every failed box keeps its left end short of
+the crossing: the certified end ``c`` creeps towards ``delta*`` by a factor ``1 - q`` of the
+gap per box and no violation is ever exposed. So a failed box whose left end does not
+violate is followed by a *secant probe*: the secant through ``(a, G(a))`` and ``(c, G(c))``
+estimates the crossing at ``c - d``, and ``G(1 + c - 2d)`` is evaluated; a ball strictly
+above ``tol`` there is a proven violation. As ``c`` creeps in, ``d`` shrinks like the gap
+and the curvature error of the secant like ``d^2``, so at a transversal crossing a probe
+succeeds once ``c`` is close enough. If a sweep still reaches the float resolution of ``delta``
+without one, points ``c (1 - rtol 2^-j)`` just left of ``c`` are tried.
+
+Then bisection: a midpoint of ``(delta_lo, c)`` that violates becomes ``delta_lo``; one
+that does not is made the new ``c`` by sweeping ``[mid, c]`` (a violation met on the way,
+at a box end or a probe, becomes ``delta_lo``). At exit ``delta_hi = c`` satisfies
+``sup_{alpha >= 1 + delta_hi} G <= tol`` (union of the certified boxes and the half-line)
+and ``delta_lo`` violates, so ``delta* in (delta_lo, delta_hi]``; the largest certified box
+bound is a proven upper end of that supremum. This works whether or not ``G`` is monotone:
+the growth with ``B > 0`` need not be (THEORY §7). Only a tangency (``G`` touching ``tol``)
+or too little precision leaves no violation proven; the outcome then says so
+(``delta_lo is None``, ``resolved = False``), and never reports ``delta_lo = 0`` as a
+violation. The cost is set by ``q``: about ``ln(1/rtol) / q`` boxes, and far more when
+``tol`` is within a tiny distance of a local maximum of ``G`` (the box bound is first
+order in the box width).
 
 All trial points ``delta`` are Python floats; ``alpha = 1 + delta`` is formed exactly as an
 Arb ball of radius 0, so the reported bracket endpoints are exactly the points that were
