@@ -12,15 +12,15 @@ with ``S_W = H_W^(alpha)`` and the prior tail ``T_l = H_l^(alpha) - H_W^(alpha)`
 is the smallest ``delta* >= 0`` with ``sup_{alpha >= 1 + delta*} G(alpha) <= tol``.
 
 ``select_margin`` returns a frozen ``MarginResult``; the search itself is
-``priors.margin_search`` (Arb ball arithmetic, so the bracket
-``delta_lo < delta* <= delta_hi`` is *proven* in every mode: ``G(1 + delta_lo)`` is a ball
-strictly above ``tol`` and the supremum over ``alpha >= 1 + delta_hi`` is certified
-``<= tol``). The reported ``delta`` is ``delta_hi``, the end of the bracket that is safe to
-use. Where no violation is proven (``delta* = 0``, or a search the balls could not resolve)
-``delta_lo_proven`` is ``False``, ``delta_lo = 0`` is only the floor ``delta >= 0`` of the
-definition, and ``delta_lo_reason`` (also printed) says why. ``certify=True`` adds ball
-enclosures of every reported number and an independent mpmath re-evaluation of the growth
-at ``delta``.
+``priors.margin_search`` (Arb ball arithmetic, so whenever the search resolves and
+``delta* > 0`` the bracket ``delta_lo < delta* <= delta_hi`` is *proven*: ``G(1 + delta_lo)``
+is a ball strictly above ``tol`` and the supremum over ``alpha >= 1 + delta_hi`` is
+certified ``<= tol``). The reported ``delta`` is ``delta_hi``, the end of the bracket that is
+safe to use. Where no violation is proven (``delta* = 0``, or a search the balls could not
+resolve, which warns) ``delta_lo_proven`` is ``False``, ``delta_lo = 0`` is only the floor
+``delta >= 0`` of the definition, and ``delta_lo_reason`` (also printed) says why.
+``certify=True`` adds ball enclosures of every reported number and an independent mpmath
+re-evaluation of the growth at ``delta``.
 
 python-flint is required (it is a core dependency): the search is a sequence of
 certified comparisons, and a float fallback could not prove the bracket it prints. A
@@ -442,7 +442,7 @@ def select_margin(
                 ("distant_mass_lmin", d_min_lo.str(20, radius=True)),
                 ("distant_mass_lmax", d_max_hi.str(20, radius=True)),
                 ("growth", growth_ball.str(20, radius=True)),
-                ("growth_at_delta_lo", "none (no violation)" if lo_ball is None
+                ("growth_at_delta_lo", "none (no violation proven)" if lo_ball is None
                  else lo_ball.str(20, radius=True)),
                 ("distant_mass_lmax_at_alpha_max",
                  problem.pieces(outcome.delta_max)[0].str(20, radius=True)),
