@@ -12,12 +12,15 @@ with ``S_W = H_W^(alpha)`` and the prior tail ``T_l = H_l^(alpha) - H_W^(alpha)`
 is the smallest ``delta* >= 0`` with ``sup_{alpha >= 1 + delta*} G(alpha) <= tol``.
 
 ``select_margin`` returns a frozen ``MarginResult``; the search itself is
-``priors.margin_search`` (Arb ball arithmetic, so the bracket
-``delta_lo < delta* <= delta_hi`` is *proven* in every mode: ``G(1 + delta_lo)`` is a ball
-strictly above ``tol`` and the supremum over ``alpha >= 1 + delta_hi`` is certified
-``<= tol``). The reported ``delta`` is ``delta_hi``, the end of the bracket that is safe to
-use. ``certify=True`` adds ball enclosures of every reported number and an independent
-mpmath re-evaluation of the growth at ``delta``.
+``priors.margin_search`` (Arb ball arithmetic, so whenever the search resolves and
+``delta* > 0`` the bracket ``delta_lo < delta* <= delta_hi`` is *proven*: ``G(1 + delta_lo)``
+is a ball strictly above ``tol`` and the supremum over ``alpha >= 1 + delta_hi`` is
+certified ``<= tol``). The reported ``delta`` is ``delta_hi``, the end of the bracket that is
+safe to use. Where no violation is proven (``delta* = 0``, or a search the balls could not
+resolve, which warns) ``delta_lo_proven`` is ``False``, ``delta_lo = 0`` is only the floor
+``delta >= 0`` of the definition, and ``delta_lo_reason`` (also printed) says why.
+``certify=True`` adds ball enclosures of every reported number and an independent mpmath
+re-evaluation of the growth at ``delta``.
 
 python-flint is required (it is a core dependency): the search is a sequence of
 certified comparisons, and a float fallback could not prove the bracket it prints. A
@@ -43,7 +46,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from decimal import ROUND_CEILING, Decimal, localcontext
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 
 from priors.harmonic import as_count
 
@@ -100,9 +103,11 @@ class MarginResult:
     delta, alpha : float
         ``delta* = delta_hi`` (proven to satisfy the tolerance) and ``alpha* = 1 + delta*``.
     delta_bracket : (float, float)
-        ``(delta_lo, delta_hi)``: ``G(1 + delta_lo) > tol`` proven and
-        ``sup_{alpha >= 1 + delta_hi} G <= tol`` proven. ``(0.0, 0.0)`` when no margin is
-        needed (then nothing violates and ``delta_lo`` carries no violation).
+        ``(delta_lo, delta_hi)``: ``sup_{alpha >= 1 + delta_hi} G <= tol`` proven, and, when
+        ``delta_lo_proven``, ``G(1 + delta_lo) > tol`` proven. ``(0.0, 0.0)`` when no margin
+        is needed (``delta* = 0`` exactly; nothing violates, so ``delta_lo`` carries no
+        violation). With ``delta_lo_proven`` false and ``delta_hi > 0`` (an unresolved
+        search, with a warning) ``delta_lo = 0`` is only the floor of the definition.
     growth, distant_mass_lmin, distant_mass_lmax : float
         ``G``, ``D^-_{L0}`` and ``D^+_{L1}`` at ``alpha*`` (ball midpoints; the exact
         distant masses when ``B = 0``).
@@ -112,12 +117,14 @@ class MarginResult:
         ``True`` when ``enclosures`` holds a ball for every reported number and the growth
         was re-evaluated independently with mpmath (``cross_check_error``).
     sup_location : float
-        The ``alpha`` where ``sup_{alpha >= alpha*} G`` is attained (to the resolution of the
-        method named in ``sup_method``).
+        The ``alpha`` where ``sup_{alpha >= 1 + delta_hi} G`` is attained, to the resolution
+        of the method named in ``sup_method`` (the point where the lower end of
+        ``sup_value`` was found).
     sup_value : (float, float)
-        Proven enclosure of that supremum.
+        Proven enclosure ``lower <= sup_{alpha >= 1 + delta_hi} G <= upper`` (floats rounded
+        outward; ``upper <= tol`` rounded up).
     sup_at_margin : bool
-        Whether the supremum is attained at ``alpha = alpha*``.
+        Whether the supremum is attained at ``alpha = alpha* = 1 + delta_hi``.
     sup_method : str
         How the supremum was established.
     alpha_max : float
@@ -126,6 +133,10 @@ class MarginResult:
         Certified boxes of the sweep and growth evaluations (each three Hurwitz sums).
     resolved : bool
         ``False`` if the balls could not separate ``G`` from ``tol`` (a warning was issued).
+    delta_lo_proven : bool
+        ``True`` iff ``G(1 + delta_lo) > tol`` is proven (the ball lies strictly above).
+    delta_lo_reason : str
+        What ``delta_lo`` is: the proven violation, or why none is reported.
     enclosures : tuple of (name, ball) pairs, or None
         Arb balls ``[mid +/- rad]`` (with ``certify=True``).
     cross_check_error : float or None
@@ -156,6 +167,8 @@ class MarginResult:
     resolved: bool = True
     enclosures: tuple[tuple[str, str], ...] | None = None
     cross_check_error: float | None = None
+    delta_lo_proven: bool = False
+    delta_lo_reason: str = ""
 
     @property
     def kerple_log(self) -> tuple[float, float]:
@@ -350,12 +363,28 @@ def select_margin(
         warnings.warn(
             f"could not separate the growth from tol = {tol_text} near alpha = "
             f"{1 + outcome.delta_hi!r} at {bits} bits (tangency?); delta_hi is proven, "
-            "delta_lo is not",
+            + ("delta_lo is a proven violation but the bracket is wide"
+               if outcome.delta_lo is not None else "no violation below it is proven"),
             RuntimeWarning,
             stacklevel=2,
         )
     delta_hi = outcome.delta_hi
     delta_lo = 0.0 if outcome.delta_lo is None else outcome.delta_lo
+    lo_proven = outcome.delta_lo is not None
+    if lo_proven:
+        lo_reason = "G(1 + delta_lo) > tol proven (Arb ball strictly above tol)"
+    elif delta_hi == 0.0:
+        lo_reason = (
+            "no violation exists: sup over alpha >= 1 of G <= tol is certified, so "
+            "delta* = 0 exactly and delta_lo = 0 is the floor delta >= 0 of the definition"
+        )
+    else:
+        lo_reason = (
+            f"NOT proven: no delta below delta_hi was shown to violate (the Arb balls at "
+            f"{bits} bits could not separate G from tol near alpha = {1 + delta_hi!r}: a "
+            "tangency of G with tol, or too little precision); delta_lo = 0 is only the "
+            "floor delta >= 0 of the definition, delta* may be anywhere in [0, delta_hi]"
+        )
     d_max_hi, d_min_lo = problem.pieces(delta_hi)
     growth_ball = problem.growth(delta_hi)
     alpha_max = 1.0 + outcome.delta_max
@@ -379,21 +408,28 @@ def select_margin(
         )
         at_margin = True
     elif outcome.delta_lo is not None:
+        # G(1 + delta_hi) is a point value (lower end); the largest certified box bound is
+        # the upper end (G need not be monotone beyond delta_hi, so G(1 + delta_hi) is not)
         sup_at = 1.0 + delta_hi
-        sup_lo, sup_hi = search.float_down(growth_ball), min(search.float_up(growth_ball), tol_up)
+        sup_lo, sup_hi = search.float_down(growth_ball), min(outcome.sup_upper, tol_up)
         method = (
-            sweep + "; G(1 + delta_lo) > tol, so the supremum (= tol by continuity) is "
-            "attained at alpha* to within the bracket"
+            sweep + "; G(1 + delta_lo) > tol proven, so by continuity the supremum over "
+            "alpha >= 1 + delta* is tol, attained at 1 + delta*: over alpha >= 1 + delta_hi "
+            "it lies between G(1 + delta_hi) and the largest certified box bound"
         )
         at_margin = True
     else:
-        sup = search.locate_sup(problem, 0.0)
+        sup = search.locate_sup(problem, delta_hi)
         # the sweep already proved sup <= tol; the B&B bound may be looser than that
-        sup_at, sup_lo, sup_hi = 1.0 + sup.location, sup.lower, min(sup.upper, tol_up)
-        at_margin = sup.location == 0.0
+        sup_at, sup_lo = 1.0 + sup.location, sup.lower
+        sup_hi = min(sup.upper, outcome.sup_upper, tol_up)
+        at_margin = sup.location == delta_hi
         method = (
-            sweep + f"; the maximum was then located by branch and bound ({sup.boxes} boxes)"
+            sweep + f"; the maximum over alpha >= {1 + delta_hi:.12g} was then located by "
+            f"branch and bound ({sup.boxes} boxes)"
         )
+    if not sup_lo <= sup_hi:  # pragma: no cover - both ends are proven bounds
+        raise AssertionError(f"ill-formed supremum enclosure [{sup_lo!r}, {sup_hi!r}]")
     enclosures = None
     cross = None
     if certify:
@@ -406,7 +442,7 @@ def select_margin(
                 ("distant_mass_lmin", d_min_lo.str(20, radius=True)),
                 ("distant_mass_lmax", d_max_hi.str(20, radius=True)),
                 ("growth", growth_ball.str(20, radius=True)),
-                ("growth_at_delta_lo", "none (no violation)" if lo_ball is None
+                ("growth_at_delta_lo", "none (no violation proven)" if lo_ball is None
                  else lo_ball.str(20, radius=True)),
                 ("distant_mass_lmax_at_alpha_max",
                  problem.pieces(outcome.delta_max)[0].str(20, radius=True)),
@@ -438,6 +474,8 @@ def select_margin(
         resolved=outcome.resolved,
         enclosures=enclosures,
         cross_check_error=cross,
+        delta_lo_proven=lo_proven,
+        delta_lo_reason=lo_reason,
     )
 
 
@@ -491,15 +529,18 @@ def _exact_one_plus(delta: float | str) -> str:
         return format(Decimal(1) + Decimal(delta), "f")
 
 
-def _ceil_text(value: float, digits: int) -> str:
-    """``value`` rounded UP to ``digits`` significant digits (a larger margin stays safe)."""
+def _ceil_text(value: float, digits: int, rounding: str = ROUND_CEILING) -> str:
+    """``value`` rounded UP to ``digits`` significant digits (a larger margin stays safe).
+
+    ``rounding=ROUND_FLOOR`` rounds down instead (for the lower end of an enclosure).
+    """
     if value == 0.0:
         return "0"
     exact = Decimal(value)
     quantum = Decimal(1).scaleb(exact.adjusted() - digits + 1)
     with localcontext() as ctx:
         ctx.prec = 1100  # every float is an exact decimal of at most ~770 digits
-        return format(exact.quantize(quantum, rounding=ROUND_CEILING).normalize(), "f")
+        return format(exact.quantize(quantum, rounding=rounding).normalize(), "f")
 
 
 def format_result(result: MarginResult) -> str:
@@ -523,22 +564,25 @@ def format_result(result: MarginResult) -> str:
             f"(certified), so every alpha >= 1 keeps the growth within {r.tol:g}"
         )
         lines.append("  alpha*     1")
+        lines.append(f"  bracket    [0.0, 0.0]; delta_lo: {r.delta_lo_reason}")
     else:
         lines += [
             f"  delta*     {delta_text}   (delta_hi rounded up to {d} significant digits: "
             "proven safe)",
             f"  alpha*     {alpha_text}",
             f"  bracket    [{lo!r}, {hi!r}]  relative width {r.bracket_relative_width:.1e}",
-            "             G(1 + delta_lo) > tol proven (Arb ball strictly above tol); "
-            "sup over alpha >= 1 + delta_hi of G <= tol proven",
+            f"             delta_lo: {r.delta_lo_reason}",
+            "             delta_hi: sup over alpha >= 1 + delta_hi of G <= tol proven",
         ]
     lines += [
         f"  at alpha*  distant mass {lo_name} = {r.distant_mass_lmin:.12g}, "
         f"{hi_name} = {r.distant_mass_lmax:.12g}, growth G = {r.growth:.12g} "
         "(12 significant digits)",
-        f"  supremum   of G over alpha >= alpha*: in [{r.sup_value[0]:.10g}, "
-        f"{r.sup_value[1]:.10g}], attained at alpha = {r.sup_location:.10g}"
-        + (" (= alpha*)" if r.sup_at_margin else " (NOT at alpha*)"),
+        f"  supremum   of G over alpha >= 1 + delta_hi: in "
+        f"[{_ceil_text(r.sup_value[0], 10, ROUND_FLOOR)}, {_ceil_text(r.sup_value[1], 10)}] "
+        "(proven; 10 significant digits, rounded outward), attained at alpha = "
+        f"{r.sup_location:.10g}"
+        + (" (= 1 + delta_hi)" if r.sup_at_margin else " (NOT at 1 + delta_hi)"),
         f"             established by {r.sup_method}",
         f"  meaning    KERPLE-log r1 = {alpha_text} (r2 = 1); "
         f"alpha = 1 + {delta_text} + softplus(theta)",
@@ -570,6 +614,7 @@ def format_table(results: Sequence[MarginResult]) -> str:
             f"{delta_text:>16} {_exact_one_plus(delta_text):>16} "
             f"{r.bracket_relative_width:>9.1e} {r.growth:>14.10g}  "
             + ("alpha*" if r.sup_at_margin else f"alpha={r.sup_location:.6g}")
+            + ("" if r.delta_lo_proven or r.delta == 0.0 else "  (delta_lo NOT proven)")
         )
     rows.append(
         "(delta* = delta_hi of a proven bracket, rounded up to the digits its width supports; "

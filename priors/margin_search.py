@@ -33,14 +33,34 @@ exceeds every window ``k``, so the derivative is ``<= 0`` (a likelihood-ratio ar
 **The sweep.** Starting from ``c = alpha_max - 1`` (certified: nothing at or beyond it
 violates), boxes ``[a, c]`` are certified right to left with the box bound; the step grows
 after a success and shrinks after a failure. A failed box whose left end has a ball
-``G(1 + a)`` strictly above ``tol`` is a proven violation ``delta_lo = a``. Then bisection:
-a midpoint of ``(delta_lo, c)`` that violates becomes ``delta_lo``; one that does not is
-made the new ``c`` by sweeping ``[mid, c]`` (the box bound is first order in the box width,
-so the boxes shrink geometrically towards the crossing; a violation met on the way becomes
-``delta_lo``). At exit ``delta_hi = c`` satisfies ``sup_{alpha >= 1 + delta_hi} G <= tol``
-(union of the certified boxes and the half-line) and ``delta_lo`` violates, so
-``delta* in (delta_lo, delta_hi]``. This works whether or not ``G`` is monotone: the growth
-with ``B > 0`` need not be (THEORY §7).
+``G(1 + a)`` strictly above ``tol`` is a proven violation ``delta_lo = a``.
+
+That alone can stall. The box bound overestimates ``sup G`` on ``[a, c]`` by about
+``|D^-_{L0}'| (c - a)``, so a box next to the crossing fails as soon as
+``|D^+_{L1}'| (c - a) > tol - G(c)``, while its left end violates only once
+``|G'| (c - a) > tol - G(c)``. Where ``q = |G'| / |D^+_{L1}'|`` is small (``L0 > W``,
+``B > 0``, near an interior maximum of ``G``) every failed box keeps its left end short of
+the crossing: the certified end ``c`` creeps towards ``delta*`` by a factor ``1 - q`` of the
+gap per box and no violation is ever exposed. So a failed box whose left end does not
+violate is followed by a *secant probe*: the secant through ``(a, G(a))`` and ``(c, G(c))``
+estimates the crossing at ``c - d``, and ``G(1 + c - 2d)`` is evaluated; a ball strictly
+above ``tol`` there is a proven violation. As ``c`` creeps in, ``d`` shrinks like the gap
+and the curvature error of the secant like ``d^2``, so at a transversal crossing a probe
+succeeds once ``c`` is close enough. If a sweep still reaches the float resolution of ``delta``
+without one, points ``c (1 - rtol 2^-j)`` just left of ``c`` are tried.
+
+Then bisection: a midpoint of ``(delta_lo, c)`` that violates becomes ``delta_lo``; one
+that does not is made the new ``c`` by sweeping ``[mid, c]`` (a violation met on the way,
+at a box end or a probe, becomes ``delta_lo``). At exit ``delta_hi = c`` satisfies
+``sup_{alpha >= 1 + delta_hi} G <= tol`` (union of the certified boxes and the half-line)
+and ``delta_lo`` violates, so ``delta* in (delta_lo, delta_hi]``; the largest certified box
+bound is a proven upper end of that supremum. This works whether or not ``G`` is monotone:
+the growth with ``B > 0`` need not be (THEORY §7). Only a tangency (``G`` touching ``tol``)
+or too little precision leaves no violation proven; the outcome then says so
+(``delta_lo is None``, ``resolved = False``), and never reports ``delta_lo = 0`` as a
+violation. The cost is set by ``q``: about ``ln(1/rtol) / q`` boxes, and far more when
+``tol`` is within a tiny distance of a local maximum of ``G`` (the box bound is first
+order in the box width).
 
 All trial points ``delta`` are Python floats; ``alpha = 1 + delta`` is formed exactly as an
 Arb ball of radius 0, so the reported bracket endpoints are exactly the points that were
@@ -171,13 +191,21 @@ class GrowthProblem:
 
 @dataclass(frozen=True)
 class SearchOutcome:
-    """Result of ``certified_search`` (``delta_lo is None`` when ``delta* = 0``)."""
+    """Result of ``certified_search``.
+
+    ``delta_lo`` is a proven violation (``G(1 + delta_lo) > tol``), or ``None`` when none
+    was proven: either ``delta* = 0`` (then ``delta_hi == 0`` and ``resolved``), or the
+    search is unresolved. ``sup_upper`` is a proven upper bound (a float rounded up, at
+    most ``tol`` rounded up) of ``sup_{alpha >= 1 + delta_hi} G``: the largest upper end
+    of the certified box bounds and of the half-line bound ``D^+_{L1}(1 + delta_max)``.
+    """
 
     delta_lo: float | None
     delta_hi: float
     delta_max: float
     boxes: int
     resolved: bool
+    sup_upper: float = math.inf
 
 
 #: Largest ``alpha_max - 1`` tried before giving up (the tail bound makes this unreachable
@@ -197,30 +225,83 @@ def _find_delta_max(problem: GrowthProblem) -> float:
     )
 
 
-def _sweep(problem: GrowthProblem, a: float, b: float) -> tuple[str, float, float, int]:
+def _secant_probe(problem: GrowthProblem, a: float, x: float, c: float) -> float | None:
+    """A point left of a failed box ``[x, c]`` where ``G`` is likely above ``tol``.
+
+    The box bound is first order in the box width and overestimates ``sup G`` on the box by
+    about ``|D^-_{L0}'| (c - x)`` (module docstring), so near a crossing where ``|G'|`` is
+    small against ``|D^+_{L1}'|`` the left end ``x`` of every failed box still satisfies
+    the tolerance. The crossing is then estimated from the point values by the secant
+    through ``(x, G(x))`` and ``(c, G(c))``: ``c - d`` with
+    ``d = (tol - G(c)) (c - x) / (G(x) - G(c))``; the probe is ``c - 2 d`` (the linear model
+    puts ``G`` there ``tol - G(c)`` above ``tol``), clipped to ``[a, x)``. ``None`` when
+    ``G`` does not rise to the left (no secant estimate) or the probe falls outside.
+    The probe is only a candidate: the caller keeps it only if its ball is above ``tol``.
+    """
+    with flint.ctx.workprec(problem.prec + 16):
+        gap = problem.tol_ball - problem.growth(c)
+        rise = problem.growth(x) - problem.growth(c)
+        if not (gap > 0 and rise > 0):
+            return None
+        ratio = float((gap / rise).mid())
+    probe = max(c - 2.0 * ratio * (c - x), a)
+    if not a <= probe < x or not math.isfinite(probe):
+        return None
+    return probe
+
+
+def _sweep(
+    problem: GrowthProblem, a: float, b: float
+) -> tuple[str, float, float, int, float]:
     """Certify ``[1 + a, 1 + b]`` right to left with box bounds (module docstring).
 
-    Returns ``(status, c, x, boxes)``: ``c`` is the left end of the certified part
-    ``[c, b]``; ``status`` is ``"ok"`` (``c == a``), ``"violation"`` (``G(1 + x) > tol``
-    proven, ``a <= x < c``) or ``"stuck"`` (the box bound could not be brought below
-    ``tol`` before the float resolution of ``delta`` ran out).
+    Returns ``(status, c, x, boxes, upper)``: ``c`` is the left end of the certified part
+    ``[c, b]``, ``upper`` the largest box bound on it (rounded up); ``status`` is ``"ok"``
+    (``c == a``), ``"violation"`` (``G(1 + x) > tol`` proven, ``a <= x < c``) or
+    ``"stuck"`` (the box bound could not be brought below ``tol`` before the float
+    resolution of ``delta`` ran out). A failed box whose left end does not violate is
+    followed by one secant probe (``_secant_probe``) before the step is halved.
     """
     c = b
     step = b - a
     boxes = 0
+    upper = -math.inf
     while c > a:
         x = max(c - step, a)
         if not x < c or step <= c * 2.0**-50:
-            return "stuck", c, x, boxes
-        if problem.certified_le_tol(problem.box_bound(x, c)):
+            return "stuck", c, x, boxes, upper
+        bound = problem.box_bound(x, c)
+        if problem.certified_le_tol(bound):
             c = x
             boxes += 1
             step *= 2.0
+            upper = max(upper, float_up(bound))
             continue
         if problem.certified_gt_tol(problem.growth(x)):
-            return "violation", c, x, boxes
+            return "violation", c, x, boxes, upper
+        probe = _secant_probe(problem, a, x, c)
+        if probe is not None and problem.certified_gt_tol(problem.growth(probe)):
+            return "violation", c, probe, boxes, upper
         step /= 2.0
-    return "ok", c, c, boxes
+    return "ok", c, c, boxes, upper
+
+
+def _violation_next_to(problem: GrowthProblem, lo: float, c: float, rtol: float) -> float | None:
+    """A proven violation in ``(lo, c)`` within ``rtol c`` of ``c``, by point values.
+
+    Used when a sweep is stuck at the float resolution of ``delta``: the certified end ``c``
+    then sits on the crossing to ~1e-15 (relative), and if ``G`` crosses ``tol``
+    transversally, ``G(1 + c (1 - t)) - tol ~ |G'| c t`` is far above the ball radius for
+    ``t = rtol / 2^j``, ``j = 1, 2, ...``. Tried from the widest such point inwards;
+    ``None`` if none is proven (a tangency, or too little precision).
+    """
+    for j in range(1, 8):
+        p = c - c * rtol * 2.0**-j
+        if not lo < p < c:
+            break
+        if problem.certified_gt_tol(problem.growth(p)):
+            return p
+    return None
 
 
 def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
@@ -230,19 +311,28 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
     (or certifies everything: ``delta* = 0``). Phase 2 bisects ``(delta_lo, delta_hi)``:
     a midpoint with a ball ``G`` strictly above ``tol`` becomes ``delta_lo``; otherwise
     the piece ``[mid, delta_hi]`` is certified by a sweep (which may instead expose a
-    violation inside it). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``.
-    ``resolved`` is ``False`` when the balls could not separate ``G`` from ``tol`` (a
-    tangency, or too little precision); the bracket returned is then still proven on its
-    upper end.
+    violation inside it). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``. A sweep
+    stuck at the float resolution of ``delta`` is followed by point probes just left of
+    its certified end (``_violation_next_to``). ``resolved`` is ``False`` when the balls
+    could not separate ``G`` from ``tol`` (a tangency, or too little precision); the
+    bracket returned is then still proven on its upper end, and ``delta_lo`` is a proven
+    violation or ``None`` (no violation proven).
     """
     delta_max = _find_delta_max(problem)
-    status, c, x, boxes = _sweep(problem, 0.0, delta_max)
+    status, c, x, boxes, upper = _sweep(problem, 0.0, delta_max)
     boxes += 1  # the half-line beyond alpha_max
+    upper = max(upper, float_up(problem.pieces(delta_max)[0]))
+
+    def outcome(lo: float | None, resolved: bool) -> SearchOutcome:
+        return SearchOutcome(lo, c, delta_max, boxes, resolved, upper)
+
     if status == "ok":
-        return SearchOutcome(None, 0.0, delta_max, boxes, True)
+        return outcome(None, True)
+    lo: float | None = x if status == "violation" else None
     if status == "stuck":
-        return SearchOutcome(None, c, delta_max, boxes, False)
-    lo = x
+        lo = _violation_next_to(problem, -1.0, c, rtol)
+        if lo is None:
+            return outcome(None, False)
     while c - lo > rtol * c:
         mid = lo + (c - lo) / 2.0
         if not lo < mid < c:
@@ -252,14 +342,18 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
             lo = mid
             continue
         if not problem.certified_le_tol(g):
-            return SearchOutcome(lo, c, delta_max, boxes, False)  # ball straddles tol
-        status, c, x, extra = _sweep(problem, mid, c)
+            return outcome(lo, False)  # ball straddles tol
+        status, c, x, extra, box_upper = _sweep(problem, mid, c)
         boxes += extra
+        upper = max(upper, box_upper)
         if status == "violation":
-            lo = x
+            lo = max(lo, x)
         elif status == "stuck":
-            return SearchOutcome(lo, c, delta_max, boxes, False)
-    return SearchOutcome(lo, c, delta_max, boxes, True)
+            nearer = _violation_next_to(problem, lo, c, rtol)
+            if nearer is None:
+                return outcome(lo, False)
+            lo = nearer
+    return outcome(lo, True)
 
 
 @dataclass(frozen=True)

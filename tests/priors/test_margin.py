@@ -72,6 +72,7 @@ def test_reference_table(w, l0, l1, tol, b, ref):
     assert lo - 5e-11 - 1e-13 <= ref <= hi + 5e-11 + 1e-13, (lo, hi, ref)
     assert hi - lo <= 1e-9 * hi  # the bracket width the issue asks for
     assert r.delta == hi and r.alpha == 1.0 + hi
+    assert r.resolved and r.delta_lo_proven  # delta_lo is a proven violation, and says so
 
 
 # ----------------------------------------------------------- defining property, independently
@@ -91,7 +92,7 @@ PROPERTY_CASES = [  # (W, L0, L1, tol, B): L0 = W and L0 > W, B = 0 and B > 0, a
 def test_defining_property_direct_summation(w, l0, l1, tol, b):
     r = select_margin(w, l1, tol, lmin=l0, score_bound=b)
     lo, hi = r.delta_bracket
-    assert 0.0 < lo < hi
+    assert 0.0 < lo < hi and r.delta_lo_proven
     tau = mpmath.mpf(tol)
     # 40-digit direct sums resolve G - tol to ~1e-35, far below G' * (hi - lo) ~ 1e-13
     assert direct_growth_mp(w, l0, l1, b, hi) <= tau
