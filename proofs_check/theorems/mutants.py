@@ -320,7 +320,10 @@ def bias_off_by_one(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``softmax(s + b(d + 1))``: the distance convention off by one."""
     from proofs_check.operators.biases import softmax_with_bias
 
-    shifted = torch.cat([bias[..., :1], bias[..., :-1]], dim=-1)  # [l, j] <- [l, j-1]
+    # b(l - j + 1) is entry [l + 1, j]; the last row has no row below: [n, j] <- [n, j - 1]
+    # (its key 1 keeps b(n - 1), the largest distance the bias matrix holds).
+    last = torch.cat([bias[..., -1:, :1], bias[..., -1:, :-1]], dim=-1)
+    shifted = torch.cat([bias[..., 1:, :], last], dim=-2)
     return softmax_with_bias(scores, shifted)
 
 
