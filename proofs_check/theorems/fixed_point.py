@@ -129,10 +129,13 @@ def check_exact_vs_mp(
 ) -> Measurement:
     """Operator vs the mpmath row solver at ``dps`` digits (ground truth), max abs difference.
 
-    One uniform draw in ``[-B, B]`` with one past key masked (``-inf``) in the last row.
-    Tolerance ``1e-12`` in float64 (Newton on ``log Z`` converges quadratically, so after the
-    ``1e-10`` step test the error is far smaller; weights are ``<= 1`` and computed from
-    O(1) logs with ``kappa <= 99`` amplification of ~1e-16 round-off), ``1e-4`` in float32.
+    One uniform draw in ``[-B, B]`` with one past key masked (``-inf``) in the last row;
+    the operator's default method (``"auto"``, what a user gets) and ``"exact"`` are both
+    compared. Tolerance ``1e-12`` in float64 (Newton on ``log Z`` converges quadratically,
+    so after the ``1e-10`` step test the error is far smaller; weights are ``<= 1`` and
+    computed from O(1) logs with ``kappa <= 99`` amplification of ~1e-16 round-off; ``"auto"``
+    is ``"exact"`` today, and whatever it becomes must meet the same accuracy), ``1e-4`` in
+    float32.
 
     Negative control: the operator at ``0.85 rho`` (``system.operator``).
     """
@@ -142,13 +145,14 @@ def check_exact_vs_mp(
     if n >= 3:
         s[n - 1, 1] = -math.inf
     for rho in rhos:
-        w = system.operator(s.to(dtype=dtype, device=device), rho,
-                            method="exact").weights.double().cpu()
         ref = causal_ot_exact_mp(s, mpmath.mpf(rho), dps=dps)
-        for l_row, row in enumerate(ref):
-            for j, v in enumerate(row):
-                worst = max(worst, abs(float(w[l_row, j]) - float(v)))
-            worst = max(worst, float(w[l_row, len(row):].abs().sum()))  # future keys: 0
+        for method in ("auto", "exact"):  # what a user gets by default, and the row solver
+            w = system.operator(s.to(dtype=dtype, device=device), rho,
+                                method=method).weights.double().cpu()
+            for l_row, row in enumerate(ref):
+                for j, v in enumerate(row):
+                    worst = max(worst, abs(float(w[l_row, j]) - float(v)))
+                worst = max(worst, float(w[l_row, len(row):].abs().sum()))  # future keys: 0
     return Measurement(
         quantity=f"max |a_operator - a_mpmath(dps={dps})|",
         measured=worst,

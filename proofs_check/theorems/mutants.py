@@ -15,7 +15,8 @@ Operators (signature of ``causal_ot_attention``):
 * ``float32_only(op)`` -- the reference operator in float64, ``op`` in float32;
 * ``clamped_scores(c)`` -- scores clipped to ``[-c, c]`` first (breaks row-shift invariance);
 * ``temperature(t)`` -- scores multiplied by ``t`` first;
-* ``mask_ignored`` -- masked keys (``-inf`` scores) treated as score 0.
+* ``mask_ignored`` -- masked keys (``-inf`` scores) treated as score 0;
+* ``only_for_method(m, op)`` -- the reference operator except ``op`` for ``method=m``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "mask_ignored",
     "mirrored_exponent",
     "noncausal_batch_plan",
+    "only_for_method",
     "operator_as_batch_plan",
     "operator_at_scaled_rho",
     "scaled_scores",
@@ -162,6 +164,20 @@ def mask_ignored(scores: torch.Tensor, rho: float, **kwargs: Any) -> CausalOTRes
     return causal_ot_attention(torch.nan_to_num(scores, neginf=0.0), rho, **kwargs)
 
 
+def only_for_method(method: str,
+                    wrong: Callable[..., CausalOTResult]) -> Callable[..., CausalOTResult]:
+    """The reference operator, except ``wrong`` when called with ``method`` (``"auto"``:
+    also when no method is given, the path users get by default)."""
+
+    @_named(f"{wrong.__name__}, method={method} only")
+    def op(scores: torch.Tensor, rho: float, **kwargs: Any) -> CausalOTResult:
+        if kwargs.get("method", "auto") == method:
+            return wrong(scores, rho, **kwargs)
+        return causal_ot_attention(scores, rho, **kwargs)
+
+    return op
+
+
 #: The operator mutants of the mutation test (tests/proofs_check/test_mutation.py).
 MUTANT_OPERATORS: dict[str, Callable[..., CausalOTResult]] = {
     "softmax (rho ignored)": softmax_operator,
@@ -173,6 +189,10 @@ MUTANT_OPERATORS: dict[str, Callable[..., CausalOTResult]] = {
     "scores clamped to +-5": clamped_scores(5.0),
     "scores times 1.01": temperature(1.01),
     "mask ignored": mask_ignored,
+    "operator at 0.85 rho, method='anderson' only": only_for_method(
+        "anderson", operator_at_scaled_rho(0.85)),
+    "rows past the middle mixed with 1e-6 uniform, default method only": only_for_method(
+        "auto", late_rows_mixed(1e-6)),
 }
 
 
