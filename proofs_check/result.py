@@ -1,10 +1,12 @@
 """The one result type every theorem check returns, and the spec that registers a check.
 
-A check measures a quantity, computes the bound or closed form THEORY.md states for it by an
-independent route, and compares the two. ``CheckResult`` records both, the slack, whether the
-statement held, and where (dtype, device, TF32) and how long it ran. ``CheckSpec`` tells the
-report command and the tests how to run a check at CI, default and full sizes, and how to run
-its negative control: the same check fed something deliberately wrong, which must report
+A check measures a quantity, computes the bound or closed form docs/theory.md states for it
+by an independent route, and compares the two. ``CheckResult`` records both, the slack,
+whether the statement held, and where (dtype, device, TF32) and how long it ran. A check body
+returns a ``Measurement``; ``theorem_check`` (one decorator for every check) forces TF32 off,
+times it and fills in the rest. ``CheckSpec`` tells the report command and the tests how to
+run a check at CI, default and full sizes, and how to run its negative control: the same,
+unchanged check fed a wrong system (``proofs_check.theorems.system``), which must report
 ``holds = False`` (proof that the check can fail).
 
 >>> r = make_result(check="demo", theorem="Theorem 1 (§3)", quantity="max a[l,j]",
