@@ -253,6 +253,8 @@ def theorem_check(check: str, theorem: str) -> Callable[[Callable[..., Measureme
                 raise TypeError(f"check {check} returned {type(m).__name__}, not Measurement")
             arguments = bound.arguments
             params = {k: _param(v) for k, v in arguments.items() if k not in _NOT_PARAMS}
+            if "system" in arguments:
+                params["system"] = str(arguments["system"] or "reference")
             params.update(m.params)
             dtype = m.dtype or dtype_name(arguments.get("dtype", "float64"))
             return make_result(

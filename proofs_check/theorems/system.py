@@ -81,7 +81,13 @@ class System:
         parts = self.substituted()
         if not parts:
             return "reference"
-        return self.label or "substituted: " + ", ".join(parts)
+        if self.label:
+            return self.label
+        names = []
+        for p in parts:
+            part = getattr(self, p)
+            names.append(f"{p}: {getattr(part, '__name__', type(part).__name__)}")
+        return ", ".join(names)
 
 
 def rows_of(operator: Callable[..., Any]) -> Callable[..., Iterator[tuple[int, Any]]]:
