@@ -68,7 +68,8 @@ def test_every_negative_control_substitutes_the_system_only():
         assert set(system.substituted()) <= parts, (spec.name, system.substituted())
 
 
-@pytest.mark.parametrize("spec", SPECS[:1] + [s for s in SPECS if s.torch_args][:1],
+@pytest.mark.parametrize("spec", [next(s for s in SPECS if s.torch_args),
+                                  next(s for s in SPECS if not s.torch_args)],
                          ids=lambda s: s.name)
 def test_results_record_the_real_tf32_state_on_direct_calls(spec):
     # Called directly (not through the report) with TF32 switched on, a check still runs
@@ -84,3 +85,5 @@ def test_results_record_the_real_tf32_state_on_direct_calls(spec):
     finally:
         b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = before[:2]
         torch.set_float32_matmul_precision(before[2])
+    assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32,
+            torch.get_float32_matmul_precision()) == before

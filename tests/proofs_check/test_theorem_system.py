@@ -67,13 +67,15 @@ def test_theorem_check_records_arguments_dtype_and_restores_tf32():
         return Measurement("x", x, 1.0, "<=", details={"tf32_inside": torch.backends.cuda
                                                       .matmul.allow_tf32})
 
-    before = torch.backends.cuda.matmul.allow_tf32
+    b = torch.backends
+    before = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.get_float32_matmul_precision())
     try:
-        torch.backends.cuda.matmul.allow_tf32 = True
+        b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = True
         r = body(0.5)
-        assert torch.backends.cuda.matmul.allow_tf32 is True
+        assert b.cuda.matmul.allow_tf32 is True and b.cudnn.allow_tf32 is True  # restored
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = before[:2]
+        torch.set_float32_matmul_precision(before[2])
     assert r.holds and r.tf32 is False and r.details["tf32_inside"] is False
     assert r.dtype == "float32" and r.device == "cpu"
     assert r.params == {"x": 0.5, "system": "reference"} and r.seconds >= 0
