@@ -174,7 +174,7 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
     """Diagonal mass of the batch unbalanced plan vs rho, and the prefix leak (THEORY §1, §2.3).
 
     Panel (a): ``trace(P)/n`` of ``batch_unbalanced_sinkhorn`` on constant scores ``S = 0`` at
-    ``n = 32`` (THEORY §1 quotes 0.164, 0.308, 0.601, 0.864 at rho = 0.5, 0.9, 0.99, 0.999),
+    ``n = 32`` (THEORY §1: 0.16933, 0.31476, 0.60784, 0.86515 at rho = 0.5, 0.9, 0.99, 0.999),
     beside ``trace(A)/n`` of the prefix-consistent operator ``causal_ot_attention``.
     Panel (b): the leak ``max_{m, l, j <= m} |P_n[l,j] - P_m[l,j]|`` between the plan on the
     whole random-score sequence and the plan on its prefixes of length ``m``, for both
@@ -217,7 +217,7 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
             "scores_trace": "constant 0",
             "scores_leak": "standard normal, torch.Generator seed 1, float64",
             "prefix_lengths": prefixes,
-            "omitted": "rho = 0.9999 (THEORY: 0.972) needs ~1.4e5 sweeps, about a minute here",
+            "omitted": "rho = 0.9999 (THEORY: 0.97169) needs ~2.6e5 sweeps, about 10 s here",
             "dtype": "float64",
             "device": "cpu",
         },

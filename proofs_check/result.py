@@ -1,10 +1,12 @@
 """The one result type every theorem check returns, and the spec that registers a check.
 
-A check measures a quantity, computes the bound or closed form THEORY.md states for it by an
-independent route, and compares the two. ``CheckResult`` records both, the slack, whether the
-statement held, and where (dtype, device, TF32) and how long it ran. ``CheckSpec`` tells the
-report command and the tests how to run a check at CI, default and full sizes, and how to run
-its negative control: the same check fed something deliberately wrong, which must report
+A check measures a quantity, computes the bound or closed form docs/theory.md states for it
+by an independent route, and compares the two. ``CheckResult`` records both, the slack,
+whether the statement held, and where (dtype, device, TF32) and how long it ran. A check body
+returns a ``Measurement``; ``theorem_check`` (one decorator for every check) forces TF32 off,
+times it and fills in the rest. ``CheckSpec`` tells the report command and the tests how to
+run a check at CI, default and full sizes, and how to run its negative control: the same,
+unchanged check fed a wrong system (``proofs_check.theorems.system``), which must report
 ``holds = False`` (proof that the check can fail).
 
 >>> r = make_result(check="demo", theorem="Theorem 1 (§3)", quantity="max a[l,j]",
@@ -18,6 +20,8 @@ True
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,7 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RELATIONS", "CheckResult", "CheckSpec", "dtype_name", "make_result", "stopwatch"]
+__all__ = ["RELATIONS", "CheckResult", "CheckSpec", "Measurement", "dtype_name", "make_result",
+           "stopwatch", "theorem_check"]
 
 #: ``<=``: measured <= reference (an upper bound); ``>=``: a lower bound;
 #: ``==``: |measured - reference| <= tol (a closed form or an independent solver).
@@ -51,7 +56,8 @@ class CheckResult:
         ``==``: ``tol - |measured - reference|``.
     holds : ``slack >= 0`` (and everything finite).
     params : the parameters the check ran with.
-    dtype, device, tf32 : where it ran (TF32 is always off in checks; recorded anyway).
+    dtype, device, tf32 : where it ran; ``tf32`` is the TF32 state read from torch while the
+        check ran (``theorem_check`` forces it off, so ``True`` would mean that failed).
     seconds : wall time.
     details : anything else worth reporting (per-case values, fitted slopes, ...).
     """
@@ -122,8 +128,12 @@ def make_result(
     device: str = "cpu",
     seconds: float = 0.0,
     details: Mapping[str, Any] | None = None,
+    tf32: bool | None = None,
 ) -> CheckResult:
-    """Build a ``CheckResult``, computing ``slack`` and ``holds`` from ``relation``."""
+    """Build a ``CheckResult``, computing ``slack`` and ``holds`` from ``relation``.
+
+    ``tf32`` defaults to the TF32 state torch reports now (``proofs_check.tf32``).
+    """
     if relation not in RELATIONS:
         raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
     measured = float(measured)
@@ -151,7 +161,7 @@ def make_result(
         params=dict(params or {}),
         dtype=dtype,
         device=str(device),
-        tf32=False,
+        tf32=bool(_tf32_now() if tf32 is None else tf32),
         seconds=float(seconds),
         details=dict(details or {}),
     )
@@ -169,17 +179,109 @@ def stopwatch() -> Iterator[Callable[[], float]]:
     yield lambda: time.perf_counter() - start
 
 
+def _tf32_now() -> bool:
+    from proofs_check.tf32 import tf32_enabled
+
+    return tf32_enabled()
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a check's body returns; ``theorem_check`` turns it into a ``CheckResult``.
+
+    ``quantity``, ``measured``, ``reference``, ``relation``, ``tol``, ``details`` as in
+    ``CheckResult``; ``params`` adds to the recorded call arguments (values the check
+    derived, such as the prefixes it used); ``dtype`` overrides the recorded dtype for
+    checks that do not run in a torch dtype (``"mpmath dps 30"``).
+    """
+
+    quantity: str
+    measured: float
+    reference: float
+    relation: str
+    tol: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    dtype: str | None = None
+
+
+_NOT_PARAMS = ("dtype", "device")
+
+
+def _param(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_param(v) for v in value]
+    return str(value)
+
+
+def theorem_check(check: str, theorem: str) -> Callable[[Callable[..., Measurement]],
+                                                       Callable[..., CheckResult]]:
+    """Decorate a check body ``f(**params) -> Measurement`` into ``run(**params) -> CheckResult``.
+
+    The wrapper (the same for every check, so no check repeats it):
+
+    * forces TF32 off while the body runs, also when the check is called directly rather
+      than through the report, and restores the caller's setting afterwards;
+    * records the TF32 state torch reports inside that block, the wall time, ``dtype`` and
+      ``device`` (from the arguments of those names; ``Measurement.dtype`` overrides), and
+      every call argument as ``params`` (defaults included; ``system`` by its ``str``).
+
+    >>> @theorem_check("demo", "§0")
+    ... def demo(x: float = 0.5, *, dtype: str = "float64", device: str = "cpu"):
+    ...     return Measurement("x", x, 1.0, "<=")
+    >>> r = demo()
+    >>> r.holds, r.params, r.tf32, r.dtype
+    (True, {'x': 0.5}, False, 'float64')
+    """
+
+    def decorate(body: Callable[..., Measurement]) -> Callable[..., CheckResult]:
+        signature = inspect.signature(body)
+
+        @functools.wraps(body)
+        def run(*args: Any, **kwargs: Any) -> CheckResult:
+            from proofs_check.tf32 import tf32_disabled, tf32_enabled
+
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            with tf32_disabled(), stopwatch() as elapsed:
+                tf32 = tf32_enabled()
+                m = body(*bound.args, **bound.kwargs)
+                seconds = elapsed()
+            if not isinstance(m, Measurement):
+                raise TypeError(f"check {check} returned {type(m).__name__}, not Measurement")
+            arguments = bound.arguments
+            params = {k: _param(v) for k, v in arguments.items() if k not in _NOT_PARAMS}
+            if "system" in arguments:
+                params["system"] = str(arguments["system"] or "reference")
+            params.update(m.params)
+            dtype = m.dtype or dtype_name(arguments.get("dtype", "float64"))
+            return make_result(
+                check=check, theorem=theorem, quantity=m.quantity, measured=m.measured,
+                reference=m.reference, relation=m.relation, tol=m.tol, params=params,
+                dtype=dtype, device=str(arguments.get("device", "cpu")), seconds=seconds,
+                details=m.details, tf32=tf32,
+            )
+
+        run.check_name = check  # type: ignore[attr-defined]
+        return run
+
+    return decorate
+
+
 @dataclass(frozen=True)
 class CheckSpec:
     """How to run one check.
 
     ``run(**kwargs)`` returns a ``CheckResult``. ``ci``, ``default`` and ``full`` are the
     keyword arguments for the test suite, ``python -m proofs_check`` and ``--full``.
-    ``negative`` are keyword arguments added to ``ci`` that feed the check something
-    deliberately wrong (a bound scaled below the truth, a perturbed operator, a wrong
-    ``rho``, the batch plan in place of the prefix-consistent one): with them the check
-    must report ``holds = False``. ``torch_args``: whether ``run`` accepts ``dtype`` and
-    ``device`` (pure-``priors`` checks do not depend on them).
+    ``negative`` are keyword arguments added to ``ci`` that feed the unchanged check a wrong
+    system, always as ``{"system": System(...)}`` (``proofs_check.theorems.system``): an
+    operator at a wrong ``rho``, the batch plan in place of the prefix-consistent one, scores
+    beyond the bound's ``B``, a prior with a wrong exponent. With it the check must report
+    ``holds = False``; nothing in the comparison itself is changed. ``torch_args``: whether
+    ``run`` accepts ``dtype`` and ``device`` (pure-``priors`` checks do not depend on them).
     """
 
     name: str

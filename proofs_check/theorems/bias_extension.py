@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "check_direction", "check_rows_unchanged", "head_biases"]
 
@@ -58,12 +60,6 @@ def _changed(bias: torch.Tensor, start: int, sign: float, gen: torch.Generator,
     return torch.where(torch.isfinite(bias), bias + change, bias)
 
 
-def _attention(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    from proofs_check.operators.biases import softmax_with_bias
-
-    return softmax_with_bias(scores, bias)  # (H, n, n)
-
-
 def _distant(attn: torch.Tensor, window: int) -> torch.Tensor:
     """``D_l(W)`` for every head and row: ``(H, n)``, summed in float64."""
     n = attn.shape[-1]
@@ -72,69 +68,66 @@ def _distant(attn: torch.Tensor, window: int) -> torch.Tensor:
     return (attn.to(torch.float64) * beyond).sum(-1)
 
 
+@theorem_check("s8_rows_unchanged", THEOREM)
+@uses("biased_softmax")
 def check_rows_unchanged(
     n: int = 192,
     train_length: int = 64,
     window: int = 16,
     samples: int = 2,
     *,
-    start_offset: int = 0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Rows ``l <= L_train`` are bit-for-bit unchanged by a change of ``b(d)``, ``d >= L_train``.
 
     Measured: the largest ``|A'[l, j] - A[l, j]|`` over rows ``l <= L_train``, every head,
     both signs of the change and every score sample. Reference 0, tolerance 0 (the rows
     receive identical inputs, so the outputs must be identical).
 
-    ``start_offset = -1`` (negative control) starts the change at ``L_train - 1``: row
-    ``L_train`` then sees a changed distance and the check must fail.
+    Attention is ``system.biased_softmax(scores, bias)``. Negative control: the bias read at
+    distance ``d + 1`` (``bias_off_by_one``, an off-by-one distance convention): row
+    ``L_train`` then sees the changed ``b(L_train)`` and the check must fail.
     """
     if not 1 <= window <= train_length < n:
         raise ValueError("need 1 <= window <= train_length < n")
     gen = torch.Generator().manual_seed(seed)
     worst = 0.0
-    with stopwatch() as elapsed:
-        names, bias = head_biases(n, dtype=dtype, device=device)
-        h = bias.shape[0]
-        for _ in range(samples):
-            scores = torch.randn(h, n, n, generator=gen, dtype=torch.float64)
-            scores = scores.to(dtype=dtype, device=device)
-            base = _attention(scores, bias)
-            for sign in (1.0, -1.0):
-                new = _attention(scores, _changed(bias, train_length + start_offset, sign, gen,
-                                                  1.0))
-                diff = (new[:, :train_length] - base[:, :train_length]).abs().max()
-                worst = max(worst, float(diff))
-    return make_result(
-        check="s8_rows_unchanged",
-        theorem=THEOREM,
+    names, bias = head_biases(n, dtype=dtype, device=device)
+    h = bias.shape[0]
+    for _ in range(samples):
+        scores = torch.randn(h, n, n, generator=gen, dtype=torch.float64)
+        scores = scores.to(dtype=dtype, device=device)
+        base = system.biased_softmax(scores, bias)
+        for sign in (1.0, -1.0):
+            new = system.biased_softmax(scores, _changed(bias, train_length, sign, gen, 1.0))
+            diff = (new[:, :train_length] - base[:, :train_length]).abs().max()
+            worst = max(worst, float(diff))
+    return Measurement(
         quantity="max |A' - A|, rows l <= L_train (b changed at d >= L_train)",
         measured=worst,
         reference=0.0,
         relation="==",
         tol=0.0,
-        params={"n": n, "train_length": train_length, "window": window, "samples": samples,
-                "start_offset": start_offset, "heads": names, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
+        params={"heads": names},
     )
 
 
+@theorem_check("s8_distant_mass_direction", THEOREM)
+@uses("biased_softmax")
 def check_direction(
     n: int = 192,
     train_length: int = 64,
     window: int = 16,
     samples: int = 2,
     *,
-    claimed_direction: float = 1.0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """For ``l > L_train``, ``D_l(W)`` moves weakly with the sign of the change (§8).
 
     Measured: the largest ``-sign (D'_l - D_l)`` over rows ``l > L_train``, every head, both
@@ -142,8 +135,9 @@ def check_direction(
     tolerance ``4 n eps(dtype)`` (each distant mass is a sum of at most ``n`` softmax
     entries, each within a few ulps).
 
-    ``claimed_direction = -1`` (negative control) claims the opposite direction; the changes
-    are material (magnitudes up to 1 on most distances), so the check must fail.
+    Attention is ``system.biased_softmax(scores, bias)``. Negative control: the bias applied
+    with the wrong sign (``bias_sign_flipped``); the changes are material (magnitudes up to
+    1 on most distances), so the distant mass moves against them and the check must fail.
     """
     if not 1 <= window <= train_length < n:
         raise ValueError("need 1 <= window <= train_length < n")
@@ -153,39 +147,34 @@ def check_direction(
     moved = 0
     total = 0
     where: dict[str, Any] = {}
-    with stopwatch() as elapsed:
-        names, bias = head_biases(n, dtype=dtype, device=device)
-        h = bias.shape[0]
-        for k in range(samples):
-            scores = torch.randn(h, n, n, generator=gen, dtype=torch.float64)
-            scores = scores.to(dtype=dtype, device=device)
-            d_base = _distant(_attention(scores, bias), window)[:, train_length:]  # (H, n-Lt)
-            for sign in (1.0, -1.0):
-                changed = _changed(bias, train_length, sign, gen, 1.0)
-                d_new = _distant(_attention(scores, changed), window)[:, train_length:]
-                v = -sign * claimed_direction * (d_new - d_base)  # > 0: against the claim
-                moved += int((sign * (d_new - d_base) > tol).sum())
-                total += v.numel()
-                i = int(v.argmax())
-                if float(v.flatten()[i]) > worst:
-                    head, row = divmod(i, v.shape[1])
-                    worst = float(v.flatten()[i])
-                    where = {"head": names[head], "row": train_length + row + 1, "sign": sign,
-                             "sample": k, "D_before": float(d_base[head, row]),
-                             "D_after": float(d_new[head, row])}
-    return make_result(
-        check="s8_distant_mass_direction",
-        theorem=THEOREM,
+    names, bias = head_biases(n, dtype=dtype, device=device)
+    h = bias.shape[0]
+    for k in range(samples):
+        scores = torch.randn(h, n, n, generator=gen, dtype=torch.float64)
+        scores = scores.to(dtype=dtype, device=device)
+        d_base = _distant(system.biased_softmax(scores, bias),
+                          window)[:, train_length:]  # (H, n - L_train)
+        for sign in (1.0, -1.0):
+            changed = _changed(bias, train_length, sign, gen, 1.0)
+            d_new = _distant(system.biased_softmax(scores, changed),
+                             window)[:, train_length:]
+            v = -sign * (d_new - d_base)  # > 0: against the change
+            moved += int((sign * (d_new - d_base) > tol).sum())
+            total += v.numel()
+            i = int(v.argmax())
+            if float(v.flatten()[i]) > worst:
+                head, row = divmod(i, v.shape[1])
+                worst = float(v.flatten()[i])
+                where = {"head": names[head], "row": train_length + row + 1, "sign": sign,
+                         "sample": k, "D_before": float(d_base[head, row]),
+                         "D_after": float(d_new[head, row])}
+    return Measurement(
         quantity="max -sign (D'_l(W) - D_l(W)), rows l > L_train, all heads",
         measured=worst,
         reference=0.0,
         relation="<=",
         tol=tol,
-        params={"n": n, "train_length": train_length, "window": window, "samples": samples,
-                "claimed_direction": claimed_direction, "heads": names, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
+        params={"heads": names},
         details={"worst_case": where, "strictly_moved": moved, "row_head_cases": total},
     )
 
@@ -199,7 +188,7 @@ CHECKS = (
         ci={"n": 192, "train_length": 64, "window": 16, "samples": 2},
         default={"n": 512, "train_length": 128, "window": 32, "samples": 3},
         full={"n": 2048, "train_length": 512, "window": 64, "samples": 4},
-        negative={"start_offset": -1},
+        negative={"system": System(biased_softmax=mutants.bias_off_by_one)},
     ),
     CheckSpec(
         name="s8_distant_mass_direction",
@@ -209,6 +198,6 @@ CHECKS = (
         ci={"n": 192, "train_length": 64, "window": 16, "samples": 2},
         default={"n": 512, "train_length": 128, "window": 32, "samples": 3},
         full={"n": 2048, "train_length": 512, "window": 64, "samples": 4},
-        negative={"claimed_direction": -1.0},
+        negative={"system": System(biased_softmax=mutants.bias_sign_flipped)},
     ),
 )

@@ -28,12 +28,13 @@ increment below the working precision (exponential tails) counts as summable.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "check_classification", "check_content_bounds", "numeric_class"]
 
@@ -50,17 +51,19 @@ def _bound_encodings() -> list[Any]:
 # --------------------------------------------------------------------------- content bounds
 
 
+@theorem_check("thm3_content_bounds", THEOREM)
+@uses("biased_softmax", "scores", "prior")
 def check_content_bounds(
     n: int = 96,
     window: int = 8,
     score_bound: float = 0.5,
     samples: int = 2,
     *,
-    bound_score_scale: float = 1.0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """``M^- <= M_l(W) <= M^+`` on softmax attention with biases, attained at the extremes.
 
     Measured: the largest of (a) the relative excess of ``M_l(W)`` over ``[M^-, M^+]`` on
@@ -69,13 +72,15 @@ def check_content_bounds(
     ``n`` terms, each within a few ulps, carries a relative error below ``n eps``; the factor
     8 covers the exponentials and the normalisation.
 
-    ``bound_score_scale < 1`` (negative control) evaluates the bounds with ``B`` scaled by
-    it: the extreme patterns then fall outside them.
+    The attention is ``system.biased_softmax`` of ``system.scores(scores)`` and the bias of
+    ``system.prior(encoding)``; the bounds always use the named encoding and ``B``.
+    Negative control: scores times 1.1 (``scaled_scores``), beyond the ``B`` of the bounds:
+    the extreme patterns then fall outside them.
     """
     import mpmath
 
     from priors.content_bounds import window_mass_bounds
-    from proofs_check.operators.biases import bias_matrix, softmax_with_bias
+    from proofs_check.operators.biases import bias_matrix
 
     if not 1 <= window < n:
         raise ValueError(f"window must be in [1, n), got {window}")
@@ -91,59 +96,51 @@ def check_content_bounds(
     high = -low
     worst = 0.0
     where: dict[str, Any] = {}
-    with stopwatch() as elapsed:
-        for enc in _bound_encodings():
-            bias = bias_matrix(enc, n, dtype=dtype, device=device)
-            # Bounds from the exact prior sums, row by row (length-dependent priors included).
-            lo_b, hi_b = [], []
-            e_factor = mpmath.exp(2 * mpmath.mpf(b) * bound_score_scale)
-            for l in range(window, n + 1):  # noqa: E741
-                length = l if enc.length_dependent else None
-                s_w = enc.weight_sum(0, window, length=length, dps=20)
-                tail = enc.weight_sum(window, l, length=length, dps=20)
-                m_lo, m_hi = window_mass_bounds(s_w, tail, e_factor)
-                lo_b.append(float(m_lo))
-                hi_b.append(float(m_hi))
-            m_minus = torch.tensor(lo_b, dtype=torch.float64)
-            m_plus = torch.tensor(hi_b, dtype=torch.float64)
+    for enc in _bound_encodings():
+        bias = bias_matrix(system.prior(enc), n, dtype=dtype, device=device)
+        # Bounds from the exact prior sums, row by row (length-dependent priors included).
+        lo_b, hi_b = [], []
+        e_factor = mpmath.exp(2 * mpmath.mpf(b))
+        for l in range(window, n + 1):  # noqa: E741
+            length = l if enc.length_dependent else None
+            s_w = enc.weight_sum(0, window, length=length, dps=20)
+            tail = enc.weight_sum(window, l, length=length, dps=20)
+            m_lo, m_hi = window_mass_bounds(s_w, tail, e_factor)
+            lo_b.append(float(m_lo))
+            hi_b.append(float(m_hi))
+        m_minus = torch.tensor(lo_b, dtype=torch.float64)
+        m_plus = torch.tensor(hi_b, dtype=torch.float64)
 
-            def window_mass(scores: torch.Tensor, bias: torch.Tensor = bias) -> torch.Tensor:
-                attn = softmax_with_bias(scores.to(device), bias)  # (n, n)
-                mass = (attn.to("cpu", torch.float64) * in_window).sum(-1)  # (n,)
-                return mass[window - 1:]  # rows l = W..n
+        def window_mass(scores: torch.Tensor, bias: torch.Tensor = bias) -> torch.Tensor:
+            attn = system.biased_softmax(system.scores(scores).to(device), bias)  # (n, n)
+            mass = (attn.to("cpu", torch.float64) * in_window).sum(-1)  # (n,)
+            return mass[window - 1:]  # rows l = W..n
 
-            cases = {"extreme_low": (window_mass(low), "attain_lo"),
-                     "extreme_high": (window_mass(high), "attain_hi")}
-            for k in range(samples):
-                s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
-                cases[f"random_{k}"] = (window_mass(s.to(dtype)), "inside")
-            for label, (m, kind) in cases.items():
-                if kind == "attain_lo":
-                    v = ((m / m_minus - 1).abs())
-                elif kind == "attain_hi":
-                    v = ((m / m_plus - 1).abs())
-                else:
-                    v = torch.maximum((m_minus - m) / m_minus, (m - m_plus) / m_plus)
-                i = int(v.argmax())
-                if float(v[i]) > worst or not where:
-                    worst = float(v[i])
-                    where = {"encoding": enc.name, "params": enc.params, "scores": label,
-                             "row": window + i, "window_mass": float(m[i]),
-                             "M_minus": float(m_minus[i]), "M_plus": float(m_plus[i])}
-    return make_result(
-        check="thm3_content_bounds",
-        theorem=THEOREM,
+        cases = {"extreme_low": (window_mass(low), "attain_lo"),
+                 "extreme_high": (window_mass(high), "attain_hi")}
+        for k in range(samples):
+            s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
+            cases[f"random_{k}"] = (window_mass(s.to(dtype)), "inside")
+        for label, (m, kind) in cases.items():
+            if kind == "attain_lo":
+                v = ((m / m_minus - 1).abs())
+            elif kind == "attain_hi":
+                v = ((m / m_plus - 1).abs())
+            else:
+                v = torch.maximum((m_minus - m) / m_minus, (m - m_plus) / m_plus)
+            i = int(v.argmax())
+            if float(v[i]) > worst or not where:
+                worst = float(v[i])
+                where = {"encoding": enc.name, "params": enc.params, "scores": label,
+                         "row": window + i, "window_mass": float(m[i]),
+                         "M_minus": float(m_minus[i]), "M_plus": float(m_plus[i])}
+    return Measurement(
         quantity="rel. excess over [M^-,M^+]; |M/M^± - 1| at extreme scores",
         measured=worst,
         reference=0.0,
         relation="<=",
         tol=8 * n * eps,
-        params={"n": n, "window": window, "score_bound": b, "samples": samples,
-                "encodings": [f"{e.name} {e.params}" for e in _bound_encodings()],
-                "bound_score_scale": bound_score_scale, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
+        params={"encodings": [f"{e.name} {e.params}" for e in _bound_encodings()]},
         details={"worst_case": where},
     )
 
@@ -216,50 +213,40 @@ def numeric_class(enc: Any, *, window: int = 8, start: int = 10**4, ratio: int =
     return "inconclusive", p_hat
 
 
+@theorem_check("thm3_classification", THEOREM)
+@uses("prior")
 def check_classification(
     *,
     window: int = 8,
     start: int = 10**4,
     ratio: int = 10**4,
-    exponent_shift: float = 0.0,
-) -> CheckResult:
+    system: System | None = None,
+) -> Measurement:
     """Each §5 table row: ``enc.classify().label`` == THEORY's class == the numeric class.
 
-    Measured: the number of rows where the three disagree; reference 0.
+    Measured: the number of rows where the three disagree; reference 0. ``classify`` and
+    the numeric criterion both see ``system.prior(enc)``; THEORY's class is that of ``enc``.
 
-    ``exponent_shift`` (negative control, a perturbed prior): the numeric criterion is run
-    on log-distance and KERPLE-log priors with their exponent shifted by it (``-0.6`` turns
-    ``alpha = 1.5`` into ``0.9``), so it disagrees with the table.
+    Negative control (a perturbed prior): log-distance and KERPLE-log exponents shifted by
+    ``-0.6`` (``exponent_shifted``; ``alpha = 1.5`` becomes ``0.9``), which changes their
+    class, so they disagree with the table.
     """
-    from priors.encodings import KerpleLog, LogDistance
-
     disagreements: list[dict[str, Any]] = []
     rows: dict[str, Any] = {}
-    with stopwatch() as elapsed:
-        for row, enc, stated in _table():
-            cls = enc.classify()
-            probe = enc
-            if exponent_shift and isinstance(enc, LogDistance):
-                probe = replace(enc, alpha=max(0.0, enc.alpha + exponent_shift))
-            elif exponent_shift and isinstance(enc, KerpleLog):
-                probe = replace(enc, r1=max(1e-3, enc.r1 + exponent_shift))
-            numeric, p_hat = numeric_class(probe, window=window, start=start, ratio=ratio)
-            rows[row] = {"stated": stated, "classify": cls.label, "rate": cls.rate,
-                         "numeric": numeric, "p_hat": p_hat}
-            if not cls.label == stated == numeric:
-                disagreements.append({"row": row, **rows[row]})
-    return make_result(
-        check="thm3_classification",
-        theorem=THEOREM,
+    for row, named, stated in _table():
+        enc = system.prior(named)
+        cls = enc.classify()
+        numeric, p_hat = numeric_class(enc, window=window, start=start, ratio=ratio)
+        rows[row] = {"stated": stated, "classify": cls.label, "rate": cls.rate,
+                     "numeric": numeric, "p_hat": p_hat}
+        if not cls.label == stated == numeric:
+            disagreements.append({"row": row, **rows[row]})
+    return Measurement(
         quantity="§5 rows where classify/THEORY/numeric tail test disagree",
         measured=len(disagreements),
         reference=0.0,
         relation="<=",
-        params={"window": window, "start": start, "ratio": ratio,
-                "exponent_shift": exponent_shift},
         dtype="mpmath dps 40",
-        device="cpu",
-        seconds=elapsed(),
         details={"rows": rows, "disagreements": disagreements},
     )
 
@@ -273,7 +260,7 @@ CHECKS = (
         ci={"n": 96, "window": 8, "score_bound": 0.5, "samples": 2},
         default={"n": 256, "window": 16, "score_bound": 1.0, "samples": 4},
         full={"n": 1024, "window": 64, "score_bound": 2.0, "samples": 8},
-        negative={"bound_score_scale": 0.9},
+        negative={"system": System(scores=mutants.scaled_scores(1.1))},
     ),
     CheckSpec(
         name="thm3_classification",
@@ -283,7 +270,7 @@ CHECKS = (
         ci={},
         default={},
         full={"start": 10**5, "ratio": 10**5},
-        negative={"exponent_shift": -0.6},
+        negative={"system": System(prior=mutants.exponent_shifted(-0.6))},
         torch_args=False,
     ),
 )

@@ -25,8 +25,10 @@ import math
 import torch
 
 from priors.harmonic import harmonic_number
-from proofs_check.operators.causal_ot import causal_ot_attention, stream_causal_ot
-from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
+from proofs_check.operators.causal_ot import stream_causal_ot
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "check_column_bound", "check_decay_exponent", "check_weight_bound",
            "score_families"]
@@ -55,18 +57,20 @@ def _harmonic(n: int) -> torch.Tensor:
                         dtype=torch.float64)
 
 
-def _run(n, rhos, score_bound, seed, dtype, device, which):
+def _ratios(n, rhos, score_bound, seed, dtype, device, which, system):
+    """Per ``rho``: the ratio measured/bound ``(F, n, n)`` (0 above the diagonal)."""
     gen = torch.Generator().manual_seed(seed)
     fams = score_families(n, score_bound, gen)
     names = list(fams)
-    s = torch.stack([fams[k][0] for k in names]).to(dtype=dtype, device=device)
-    bounds = torch.tensor([fams[k][1] for k in names], dtype=torch.float64)
+    s = torch.stack([fams[k][0] for k in names])
+    s = system.scores(s).to(dtype=dtype, device=device)  # what the operator is fed
+    bounds = torch.tensor([fams[k][1] for k in names], dtype=torch.float64)  # the claimed B
     causal = torch.ones(n, n, dtype=torch.bool).tril()
     ell = torch.arange(1, n + 1, dtype=torch.float64)
     h = _harmonic(n) if which == "column" else None
-    worst, where = 0.0, None
+    out = {}
     for rho in rhos:
-        a = causal_ot_attention(s, rho, method="exact").weights.double().cpu()  # (F, n, n)
+        a = system.operator(s, rho, method="exact").weights.double().cpu()  # (F, n, n)
         kappa = rho / (1 - rho)
         e2b = torch.exp(2 * bounds).view(-1, 1, 1)
         if which == "weight":
@@ -76,125 +80,114 @@ def _run(n, rhos, score_bound, seed, dtype, device, which):
             measured = torch.cumsum(a, dim=-2) ** (1 + kappa)
             tail = h[1:].view(-1, 1) - h[:-1].view(1, -1)  # H_l - H_{j-1}, (n, n)
             bound = (1 + kappa) * e2b * tail
-        ratio = torch.where(causal, measured / bound, torch.zeros((), dtype=torch.float64))
-        flat = int(ratio.argmax())
-        value = float(ratio.flatten()[flat])
+        out[rho] = torch.where(causal, measured / bound, torch.zeros((), dtype=torch.float64))
+    return names, out
+
+
+def _worst(names, ratios, n, first_row=1):
+    """Largest ratio over rows ``l >= first_row`` and where it sits."""
+    worst, where = -math.inf, None
+    for rho, ratio in ratios.items():
+        part = ratio[:, first_row - 1:, :]
+        flat = int(part.argmax())
+        value = float(part.flatten()[flat])
         if value > worst:
-            f, rest = divmod(flat, n * n)
-            worst, where = value, {"family": names[f], "rho": rho, "l": rest // n + 1,
-                                   "j": rest % n + 1}
+            f, rest = divmod(flat, part.shape[1] * n)
+            worst, where = value, {"family": names[f], "rho": rho,
+                                   "l": rest // n + first_row, "j": rest % n + 1}
     return worst, where
 
 
+@theorem_check("thm1_weight_bound", THEOREM)
+@uses("operator", "scores")
 def check_weight_bound(
     n: int = 128,
     rhos: tuple[float, ...] = (0.0, 0.3, 0.6, 0.9),
     score_bound: float = 1.0,
     *,
-    bound_scale: float = 1.0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Largest ``a[l,j] / (e^{2B(1-rho)} l^{-(1-rho)})`` over all families, rows, keys, ``rho``.
 
     Reference 1 (Theorem 1); it is attained at ``l = 1`` by constant scores (``a = 1``,
-    bound 1). Tolerance ``1e-12``: ``a[1,1] = 1`` up to a few ulps and the bound is computed
-    with relative error of a few ulps (float64); float32: ``1e-5``.
+    bound 1), a corner that says nothing about long rows, so details also give the worst
+    ratio over rows ``l > 1`` for each ``rho`` (``worst_ratio_l_gt_1_by_rho``) and over
+    ``l > 1``, ``rho > 0`` (``worst_ratio_l_gt_1_rho_gt_0``). At ``rho = 0`` constant scores
+    give ``a = 1/l``, the bound itself, on every row (the softmax case is sharp); for
+    ``rho > 0`` the ratio beyond ``l = 1`` is below 1 and says how much room large ``l``
+    leaves. Tolerance ``1e-12``:
+    ``a[1,1] = 1`` up to a few ulps and the bound is computed with relative error of a few
+    ulps (float64); float32: ``1e-5``.
 
-    ``bound_scale = 0.9`` (negative control) compares with 0.9 times the bound.
+    Negative control: scores times 1.5 (``system.scores``), beyond the ``B`` the bound uses.
     """
-    with stopwatch() as elapsed:
-        worst, where = _run(n, rhos, score_bound, seed, dtype, device, "weight")
-    return make_result(
-        check="thm1_weight_bound",
-        theorem=THEOREM,
+    names, ratios = _ratios(n, rhos, score_bound, seed, dtype, device, "weight", system)
+    worst, where = _worst(names, ratios, n)
+    beyond_first = {str(rho): float(r[:, 1:].max()) if n > 1 else math.nan
+                    for rho, r in ratios.items()}
+    positive = {rho: r for rho, r in ratios.items() if rho > 0}
+    inner, inner_where = (_worst(names, positive, n, first_row=2) if n > 1 and positive
+                          else (math.nan, None))
+    return Measurement(
         quantity="max a[l,j] / (e^{2B(1-rho)} l^-(1-rho))",
-        measured=worst / bound_scale,
+        measured=worst,
         reference=1.0,
         relation="<=",
         tol=1e-12 if dtype == torch.float64 else 1e-5,
-        params={"n": n, "rhos": list(rhos), "score_bound": score_bound,
-                "bound_scale": bound_scale, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
-        details={"argmax": where},
+        details={"argmax": where, "worst_ratio_l_gt_1_by_rho": beyond_first,
+                 "worst_ratio_l_gt_1_rho_gt_0": inner, "argmax_l_gt_1_rho_gt_0": inner_where},
     )
 
 
+@theorem_check("thm1_column_bound", THEOREM)
+@uses("operator", "scores")
 def check_column_bound(
     n: int = 128,
     rhos: tuple[float, ...] = (0.0, 0.3, 0.6, 0.9),
     score_bound: float = 1.0,
     *,
-    bound_rho_offset: float = 0.0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Largest ``C'[l,j]^{1+kappa} / ((1+kappa) e^{2B} (H_l - H_{j-1}))``: ``<= 1``.
 
     Attained (ratio 1) at ``rho = 0`` on the diagonal with constant scores:
-    ``C'[l,l] = 1/l = H_l - H_{l-1}``. Tolerance ``1e-12`` relative (float64: ``C'`` is a sum
-    of ``<= n`` weights, relative round-off ``n eps``, raised to ``1 + kappa <= 10``, and
-    ``H_l - H_{l-1}`` loses ``log10(l H_l)`` digits to cancellation, ~``1e-14`` at
-    ``n = 512``); float32: ``1e-3``.
+    ``C'[l,l] = 1/l = H_l - H_{l-1}`` for every ``l``; details give the worst ratio for each
+    ``rho`` (``rho > 0`` is where the ``kappa`` of the bound matters). Tolerance ``1e-12``
+    relative (float64: ``C'`` is a sum of ``<= n`` weights, relative round-off ``n eps``,
+    raised to ``1 + kappa <= 10``, and ``H_l - H_{l-1}`` loses ``log10(l H_l)`` digits to
+    cancellation, ~``1e-14`` at ``n = 512``); float32: ``1e-3``.
 
-    ``bound_rho_offset = 0.05`` (negative control, a wrong ``rho`` fed to the measured
-    exponent): the operator is run at ``rho + 0.05`` while the bound uses ``rho``.
+    Negative control: scores times 1.5 (``system.scores``), beyond the ``B`` the bound uses.
     """
-    with stopwatch() as elapsed:
-        run_rhos = tuple(r + bound_rho_offset for r in rhos)
-        if bound_rho_offset:
-            # measure at the shifted rho but bound (and exponent) at the claimed one
-            worst, where = _run_mismatched(n, rhos, run_rhos, score_bound, seed, dtype, device)
-        else:
-            worst, where = _run(n, rhos, score_bound, seed, dtype, device, "column")
-    return make_result(
-        check="thm1_column_bound",
-        theorem=THEOREM,
+    names, ratios = _ratios(n, rhos, score_bound, seed, dtype, device, "column", system)
+    worst, where = _worst(names, ratios, n)
+    per_rho = {str(rho): float(r.max()) for rho, r in ratios.items()}
+    return Measurement(
         quantity="max C'[l,j]^(1+kappa) / ((1+kappa) e^{2B} (H_l - H_{j-1}))",
         measured=worst,
         reference=1.0,
         relation="<=",
         tol=1e-12 if dtype == torch.float64 else 1e-3,
-        params={"n": n, "rhos": list(rhos), "score_bound": score_bound,
-                "bound_rho_offset": bound_rho_offset, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
-        details={"argmax": where},
+        details={"argmax": where, "worst_ratio_by_rho": per_rho},
     )
 
 
-def _run_mismatched(n, rhos, run_rhos, score_bound, seed, dtype, device):
-    gen = torch.Generator().manual_seed(seed)
-    fams = score_families(n, score_bound, gen)
-    s = torch.stack([v[0] for v in fams.values()]).to(dtype=dtype, device=device)
-    bounds = torch.tensor([v[1] for v in fams.values()], dtype=torch.float64).view(-1, 1, 1)
-    h = _harmonic(n)
-    tail = h[1:].view(-1, 1) - h[:-1].view(1, -1)
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    worst = 0.0
-    for rho, run_rho in zip(rhos, run_rhos, strict=True):
-        a = causal_ot_attention(s, run_rho, method="exact").weights.double().cpu()
-        kappa = rho / (1 - rho)
-        ratio = torch.cumsum(a, -2) ** (1 + kappa) / ((1 + kappa) * torch.exp(2 * bounds) * tail)
-        worst = max(worst, float(ratio[..., causal].max()))
-    return worst, {"rho_run": list(run_rhos)}
-
-
 def recent_window_slope(n: int, rho: float, window: int, *, dtype: torch.dtype,
-                        device: str) -> float:
+                        device: str, stream=stream_causal_ot) -> float:
     """Least-squares slope of ``log M_l`` vs ``log l`` over ``l in [n/8, n]``, constant scores.
 
     ``M_l`` is the mass on the ``window`` most recent keys (distances ``0..W-1``), from the
-    streaming solver.
+    streaming solver (``stream``, default ``stream_causal_ot``).
     """
     lo = max(window, n // 8)
     xs, ys = [], []
-    for ell, row in stream_causal_ot(n, rho, dtype=dtype, device=device):
+    for ell, row in stream(n, rho, dtype=dtype, device=device):
         if ell >= lo:
             xs.append(math.log(ell))
             ys.append(math.log(float(row[-window:].double().sum())))
@@ -204,16 +197,18 @@ def recent_window_slope(n: int, rho: float, window: int, *, dtype: torch.dtype,
     return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
 
 
+@theorem_check("thm1_decay_exponent", THEOREM)
+@uses("stream")
 def check_decay_exponent(
     n: int = 1024,
     rhos: tuple[float, ...] = (0.2, 0.5, 0.8, 0.95),
     window: int = 8,
     *,
-    claimed_rho_offset: float = 0.0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Measured decay exponent of the recent-window mass vs the sharp ``1 - rho``.
 
     Measured: ``max_rho |(-slope) - (1 - rho)|`` (slope of ``log M_l(W)`` against ``log l``
@@ -223,29 +218,22 @@ def check_decay_exponent(
     lengths), which tilts a fitted slope by ``O(W/l)``; THEORY's fits at ``n = 1024``
     deviate by at most ``0.0014``. ``seed`` is unused (deterministic).
 
-    ``claimed_rho_offset = 0.1`` (negative control) compares with ``1 - (rho + 0.1)``.
+    Negative control: the stream at ``0.7 rho`` (``system.stream``).
     """
     del seed
     slopes: dict[str, float] = {}
     worst = 0.0
-    with stopwatch() as elapsed:
-        for rho in rhos:
-            slope = -recent_window_slope(n, rho, window, dtype=dtype, device=device)
-            slopes[str(rho)] = slope
-            worst = max(worst, abs(slope - (1 - (rho + claimed_rho_offset))))
-    return make_result(
-        check="thm1_decay_exponent",
-        theorem=THEOREM,
+    for rho in rhos:
+        slope = -recent_window_slope(n, rho, window, dtype=dtype, device=device,
+                                     stream=system.stream)
+        slopes[str(rho)] = slope
+        worst = max(worst, abs(slope - (1 - rho)))
+    return Measurement(
         quantity=f"max |decay exponent of M_l(W={window}) - (1 - rho)|, constant scores",
         measured=worst,
         reference=0.0,
         relation="==",
         tol=0.02 if n >= 1024 else 0.05,
-        params={"n": n, "rhos": list(rhos), "window": window,
-                "claimed_rho_offset": claimed_rho_offset},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
         details={"decay_exponent": slopes},
     )
 
@@ -259,7 +247,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         ci={"n": 48},
         default={"n": 128},
         full={"n": 512, "rhos": (0.0, 0.3, 0.6, 0.9, 0.99)},
-        negative={"bound_scale": 0.9},
+        negative={"system": System(scores=mutants.scaled_scores(1.5))},
     ),
     CheckSpec(
         name="thm1_column_bound",
@@ -269,7 +257,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         ci={"n": 48},
         default={"n": 128},
         full={"n": 512, "rhos": (0.0, 0.3, 0.6, 0.9, 0.99)},
-        negative={"bound_rho_offset": 0.05},
+        negative={"system": System(scores=mutants.scaled_scores(1.5))},
     ),
     CheckSpec(
         name="thm1_decay_exponent",
@@ -279,6 +267,6 @@ CHECKS: tuple[CheckSpec, ...] = (
         ci={"n": 256, "rhos": (0.2, 0.5, 0.8)},
         default={"n": 1024},
         full={"n": 4096},
-        negative={"claimed_rho_offset": 0.1},
+        negative={"system": System(stream=mutants.stream_at_scaled_rho(0.7))},
     ),
 )

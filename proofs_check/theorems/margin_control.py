@@ -27,9 +27,11 @@ from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
-__all__ = ["CHECKS", "check_margin_control", "distant_masses"]
+__all__ = ["CHECKS", "check_margin_constant_scores", "check_margin_control", "distant_masses"]
 
 THEOREM = "Theorem 5 (§7)"
 
@@ -46,7 +48,7 @@ def distant_masses(attn: torch.Tensor, window: int, rows: tuple[int, ...]) -> li
     return out
 
 
-def check_margin_control(
+def _margin_control(
     window: int = 8,
     lmax: int = 512,
     tau: float = 0.1,
@@ -55,21 +57,21 @@ def check_margin_control(
     score_bound: float = 0.0,
     samples: int = 3,
     eps_below: float | None = None,
-    delta_offset: float = 0.0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Growth ``<= tau`` at ``delta*`` and ``> tau`` just below, on torch attention (§7).
 
     ``eps_below`` defaults to ``1e-3`` in float64 and ``3e-2`` otherwise (the excess just
-    below must clear the round-off allowance of the dtype). ``delta_offset`` (negative
-    control) uses ``delta* + delta_offset`` in place of the selected margin; a negative
-    offset lets the growth exceed ``tau`` and the check must fail.
+    below must clear the round-off allowance of the dtype). The margin comes from
+    ``system.select_margin``, the attention from ``system.biased_softmax`` with the bias of
+    ``system.prior(LogDistance(alpha))``. Negative control: a selector whose ``delta`` is
+    ``0.05`` too small (``margin_offset``); the growth then exceeds ``tau``.
     """
     from priors.encodings import LogDistance
-    from priors.margin import select_margin
-    from proofs_check.operators.biases import bias_matrix, softmax_with_bias
+    from proofs_check.operators.biases import bias_matrix
 
     l0 = window if lmin is None else lmin
     l1 = lmax
@@ -83,8 +85,9 @@ def check_margin_control(
     beyond = dist >= window
 
     def growth(alpha: float, scores: torch.Tensor) -> float:
-        bias = bias_matrix(LogDistance(alpha=alpha), n, dtype=dtype, device=device)
-        attn = softmax_with_bias(scores.to(dtype=dtype, device=device), bias)  # (n, n)
+        prior = system.prior(LogDistance(alpha=alpha))
+        bias = bias_matrix(prior, n, dtype=dtype, device=device)
+        attn = system.biased_softmax(scores.to(dtype=dtype, device=device), bias)  # (n, n)
         d0, d1 = distant_masses(attn, window, (l0, l1))
         return d1 - d0
 
@@ -92,20 +95,19 @@ def check_margin_control(
     extreme = torch.zeros(n, n, dtype=torch.float64)
     extreme[l1 - 1] = torch.where(beyond[l1 - 1], b, -b)
     extreme[l0 - 1] = torch.where(beyond[l0 - 1], -b, b)
-    with stopwatch() as elapsed:
-        sel = select_margin(window, l1, tau, lmin=l0, score_bound=b)
-        delta = sel.delta + delta_offset
-        alpha = 1.0 + delta
-        grown: dict[str, float] = {"constant": growth(alpha, torch.zeros(n, n))}
-        if b > 0:
-            grown["extreme"] = growth(alpha, extreme)
-            for k in range(samples):
-                s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
-                grown[f"random_{k}"] = growth(alpha, s)
-        below_scores = extreme if b > 0 else torch.zeros(n, n)
-        below = growth(alpha - eps_below, below_scores)
-        worst_at = max(grown, key=grown.get)
-        measured = max(grown[worst_at] - tau, tau + 2 * tol - below)
+    sel = system.select_margin(window, l1, tau, lmin=l0, score_bound=b)
+    delta = sel.delta
+    alpha = 1.0 + delta
+    grown: dict[str, float] = {"constant": growth(alpha, torch.zeros(n, n))}
+    if b > 0:
+        grown["extreme"] = growth(alpha, extreme)
+        for k in range(samples):
+            s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
+            grown[f"random_{k}"] = growth(alpha, s)
+    below_scores = extreme if b > 0 else torch.zeros(n, n)
+    below = growth(alpha - eps_below, below_scores)
+    worst_at = max(grown, key=grown.get)
+    measured = max(grown[worst_at] - tau, tau + 2 * tol - below)
     details: dict[str, Any] = {
         "delta_star": sel.delta,
         "delta_bracket": list(sel.delta_bracket),
@@ -116,27 +118,67 @@ def check_margin_control(
         "alpha_just_below": alpha - eps_below,
         "sup_method": sel.sup_method,
     }
-    return make_result(
-        check="thm5_margin_random_scores" if b > 0 else "thm5_margin_constant_scores",
-        theorem=THEOREM,
+    return Measurement(
         quantity="max(G(a*) - tau, tau + 2tol - G(a*-eps)) on torch attention",
         measured=measured,
         reference=0.0,
         relation="<=",
         tol=tol,
-        params={"window": window, "lmin": l0, "lmax": l1, "tau": tau, "score_bound": b,
-                "samples": samples if b > 0 else 0, "eps_below": eps_below,
-                "delta_offset": delta_offset, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
+        params={"lmin": l0, "samples": samples if b > 0 else 0, "eps_below": eps_below},
         details=details,
     )
 
 
-def check_margin_constant_scores(**kwargs: Any) -> CheckResult:
+_PARTS = ("select_margin", "biased_softmax", "prior")
+
+
+@theorem_check("thm5_margin_random_scores", THEOREM)
+@uses(*_PARTS)
+def check_margin_control(
+    window: int = 8,
+    lmax: int = 512,
+    tau: float = 0.1,
+    *,
+    lmin: int | None = None,
+    score_bound: float = 0.5,
+    samples: int = 3,
+    eps_below: float | None = None,
+    system: System | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: str = "cpu",
+    seed: int = 0,
+) -> Measurement:
+    """Theorem 5 with content scores ``|s| <= B``, ``B = score_bound > 0`` (see the module).
+
+    Random scores, and the extreme scores that attain ``G_B``; ``B = 0`` is
+    ``check_margin_constant_scores``.
+    """
+    if not score_bound > 0:
+        raise ValueError(f"score_bound must be > 0 (B = 0 is check_margin_constant_scores), "
+                         f"got {score_bound!r}")
+    return _margin_control(window, lmax, tau, lmin=lmin, score_bound=score_bound,
+                           samples=samples, eps_below=eps_below, system=system, dtype=dtype,
+                           device=device, seed=seed)
+
+
+@theorem_check("thm5_margin_constant_scores", THEOREM)
+@uses(*_PARTS)
+def check_margin_constant_scores(
+    window: int = 8,
+    lmax: int = 512,
+    tau: float = 0.1,
+    *,
+    lmin: int | None = None,
+    eps_below: float | None = None,
+    system: System | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: str = "cpu",
+    seed: int = 0,
+) -> Measurement:
     """``check_margin_control`` with ``score_bound = 0`` (constant scores)."""
-    return check_margin_control(**{**kwargs, "score_bound": 0.0})
+    return _margin_control(window, lmax, tau, lmin=lmin, score_bound=0.0, samples=0,
+                           eps_below=eps_below, system=system, dtype=dtype, device=device,
+                           seed=seed)
 
 
 CHECKS = (
@@ -148,7 +190,7 @@ CHECKS = (
         ci={"window": 8, "lmax": 512, "tau": 0.1},
         default={"window": 64, "lmax": 4096, "tau": 0.1},
         full={"window": 64, "lmax": 8192, "tau": 0.05, "lmin": 128},
-        negative={"delta_offset": -0.05},
+        negative={"system": System(select_margin=mutants.margin_offset(-0.05))},
     ),
     CheckSpec(
         name="thm5_margin_random_scores",
@@ -159,6 +201,6 @@ CHECKS = (
         default={"window": 32, "lmax": 2048, "tau": 0.1, "score_bound": 0.5, "samples": 4},
         full={"window": 64, "lmax": 8192, "tau": 0.1, "score_bound": 0.5, "samples": 8,
               "lmin": 128},
-        negative={"delta_offset": -0.05},
+        negative={"system": System(select_margin=mutants.margin_offset(-0.05))},
     ),
 )

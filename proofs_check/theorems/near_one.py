@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proofs_check.result import CheckResult, CheckSpec, make_result, stopwatch
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "check_brackets", "check_near_one_limit"]
 
@@ -48,40 +50,50 @@ def _exact_harmonic(m: int, alpha: float, dps: int) -> Any:
     return harmonic_number(m, alpha, dps=dps + 10)
 
 
+@theorem_check("thm4_brackets", THEOREM)
+@uses("prior")
 def check_brackets(
     deltas: tuple[float, ...] = (1e-8, 1e-4, 0.1, 1.0),
     counts: tuple[int, ...] = (1, 512, 10**12),
     windows: tuple[int, ...] = (1, 512),
     *,
-    upper_scale: float = 1.0,
     dps: int = 30,
-) -> CheckResult:
+    system: System | None = None,
+) -> Measurement:
     """Every §6 bracket contains its exact value (``alpha = 1.0 + delta`` as an exact float).
 
     Measured: the largest relative violation ``max((lo - x)/x, (x - hi)/x)`` over every
-    bracket and case (negative when all contain their value). Reference 0, tolerance
-    ``10^-(dps+5)``: the brackets are certified (Arb, rounded outwards) and the exact values
-    carry ``dps + 10`` digits, so only a real violation can exceed it.
+    bracket and case (negative when all contain their value). ``m = 1`` brackets are exact
+    at one end (``H_1 = 1``), so the maximum sits at 0 there; details give the worst
+    violation over ``m > 1`` (``worst_violation_m_gt_1``, negative: the room left).
+    Reference 0, tolerance ``10^-(dps+5)``: the brackets are certified (Arb, rounded
+    outwards) and the exact values carry ``dps + 10`` digits, so only a real violation can
+    exceed it.
 
-    ``upper_scale < 1`` (negative control) multiplies every upper end by it: the
-    ``10^-dps``-tight Euler–Maclaurin brackets then miss their value.
+    The brackets are computed for the exponent of ``system.prior(LogDistance(alpha))`` (the
+    prior under test; the exact values always use ``alpha``). Negative control: that
+    exponent times ``1 + 1e-12`` (``exponent_scaled``): the ``10^-dps``-tight
+    Euler–Maclaurin brackets then miss the value at ``alpha``.
     """
     import mpmath
 
     from priors import brackets as br
+    from priors.encodings import LogDistance
 
     worst = -mpmath.inf
     where: dict[str, Any] = {}
     cases = 0
     em_width = mpmath.mpf(0)
-    with stopwatch() as elapsed, mpmath.workdps(dps + 10):
+    worst_nontrivial = -mpmath.inf
+    with mpmath.workdps(dps + 10):
 
         def record(kind: str, bracket: tuple[Any, Any], exact: Any, **case: Any) -> None:
-            nonlocal worst, cases
+            nonlocal worst, cases, worst_nontrivial
             lo, hi = bracket
-            hi = hi * upper_scale
             v = max((lo - exact) / exact, (exact - hi) / exact)
             cases += 1
+            if case.get("m") != 1 and case.get("length") != 1:
+                worst_nontrivial = max(worst_nontrivial, v)
             if v > worst:
                 worst = v
                 where.clear()
@@ -90,13 +102,14 @@ def check_brackets(
         for delta in deltas:
             alpha = 1.0 + delta
             h = {m: _exact_harmonic(m, alpha, dps) for m in sorted(set(counts) | set(windows))}
+            alpha = system.prior(LogDistance(alpha=alpha)).alpha  # the prior under test
             for m in counts:
                 ib = br.integral_bracket(m, alpha, dps=dps)
                 eb = br.euler_maclaurin_bracket(m, alpha, dps=dps)
                 record("integral", ib, h[m], m=m, delta=delta)
                 record("euler_maclaurin", eb, h[m], m=m, delta=delta)
                 # The Euler–Maclaurin bracket lies inside the integral one.
-                record("em_inside_integral_lo", (ib[0], eb[1] / upper_scale), eb[0], m=m,
+                record("em_inside_integral_lo", (ib[0], eb[1]), eb[0], m=m,
                        delta=delta)
                 record("em_inside_integral_hi", (eb[0], ib[1]), eb[1], m=m, delta=delta)
                 em_width = max(em_width, (eb[1] - eb[0]) / h[m])
@@ -108,45 +121,43 @@ def check_brackets(
                     for kind, b in br.window_mass_brackets(w, n, alpha, dps=dps).items():
                         record(f"window_mass_{kind}", b, exact, window=w, length=n,
                                delta=delta)
-                z = mpmath.zeta(mpmath.mpf(alpha))
+                z = mpmath.zeta(mpmath.mpf(1.0 + delta))
                 record("limit_window_mass", br.limit_window_mass_bracket(w, alpha, dps=dps),
                        h[w] / z, window=w, delta=delta)
-            record("zeta", br.zeta_bracket(alpha, dps=dps), mpmath.zeta(mpmath.mpf(alpha)),
+            record("zeta", br.zeta_bracket(alpha, dps=dps), mpmath.zeta(mpmath.mpf(1.0 + delta)),
                    delta=delta)
         measured = float(worst)
-    return make_result(
-        check="thm4_brackets",
-        theorem=THEOREM,
+    return Measurement(
         quantity="max relative violation of the integral/EM/limit/zeta brackets",
         measured=measured,
         reference=0.0,
         relation="<=",
         tol=10.0 ** -(dps + 5),
-        params={"deltas": list(deltas), "counts": list(counts), "windows": list(windows),
-                "upper_scale": upper_scale, "dps": dps},
         dtype=f"mpmath dps {dps}",
-        device="cpu",
-        seconds=elapsed(),
         details={"cases": cases, "worst_case": where,
+                 "worst_violation_m_gt_1": float(worst_nontrivial),
                  "max_relative_em_width": float(em_width)},
     )
 
 
+@theorem_check("thm4_near_one_limit", THEOREM)
+@uses("prior")
 def check_near_one_limit(
     deltas: tuple[float, ...] = (1e-8, 1e-6, 1e-4),
     windows: tuple[int, ...] = (8, 512),
     lengths: tuple[int, ...] = (1000, 10**6, 10**12),
     *,
-    log_ratio_limit: bool = False,
     dps: int = 30,
-) -> CheckResult:
+    system: System | None = None,
+) -> Measurement:
     """``0 <= ln(M_n(W; 1+delta) / (H_W/H_n)) <= delta ln n`` on every case (THEORY §6).
 
-    ``log_ratio_limit`` (negative control): use the leading-order ``ln W / ln n`` in place
-    of ``H_W/H_n``; THEORY §6 notes it is not the limit (0.22577 against 0.24165 at
-    ``W = 512``, ``n = 1e12``), and the normalised deviation then explodes as ``delta -> 0``.
-    Tolerance ``10^(8-dps)`` on the normalised ratio: ``M`` and the limit carry ``dps``
-    digits and are divided by ``delta ln n >= 1e-8 ln 1000``.
+    ``M`` is the window mass of ``system.prior(LogDistance(1 + delta))``. Negative control:
+    the exponent mirrored to ``1 - delta`` (``mirrored_exponent``, the wrong side of one):
+    ``ln(M / limit)`` then has the wrong sign. (THEORY §6 also notes that the leading-order
+    ``ln W/ln n`` is not the limit: 0.22577 against 0.24165 at ``W = 512``, ``n = 1e12``;
+    details print both.) Tolerance ``10^(8-dps)`` on the normalised ratio: ``M`` and the
+    limit carry ``dps`` digits and are divided by ``delta ln n >= 1e-8 ln 1000``.
     """
     import mpmath
 
@@ -155,44 +166,34 @@ def check_near_one_limit(
 
     worst = mpmath.mpf(0)
     where: dict[str, Any] = {}
-    with stopwatch() as elapsed:
-        with mpmath.workdps(dps + 10):
-            for delta in deltas:
-                enc = LogDistance(alpha=1.0 + delta)
-                d = mpmath.mpf(1.0 + delta) - 1  # the exact delta of the float alpha
-                for w in windows:
-                    for n in lengths:
-                        if n < w:
-                            continue
-                        m = enc.window_mass(w, n, dps=dps)
-                        if log_ratio_limit:
-                            limit = mpmath.log(w) / mpmath.log(n)
-                        else:
-                            limit = near_one_limit(w, n, dps=dps)
-                        r = mpmath.log(m / limit) / (d * mpmath.log(n))
-                        v = abs(2 * r - 1)
-                        if v >= worst:
-                            worst = v
-                            where = {"delta": delta, "window": w, "length": n, "r": float(r),
-                                     "window_mass": float(m), "limit": float(limit)}
-            theory_example = {
-                "H_W/H_n (W=512, n=1e12)": float(near_one_limit(512, 10**12, dps=dps)),
-                "ln W/ln n (W=512, n=1e12)": float(mpmath.log(512) / mpmath.log(10**12)),
-            }
-        measured = float(worst)
-    return make_result(
-        check="thm4_near_one_limit",
-        theorem=THEOREM,
+    with mpmath.workdps(dps + 10):
+        for delta in deltas:
+            enc = system.prior(LogDistance(alpha=1.0 + delta))
+            d = mpmath.mpf(1.0 + delta) - 1  # the exact delta of the float alpha
+            for w in windows:
+                for n in lengths:
+                    if n < w:
+                        continue
+                    m = enc.window_mass(w, n, dps=dps)
+                    limit = near_one_limit(w, n, dps=dps)
+                    r = mpmath.log(m / limit) / (d * mpmath.log(n))
+                    v = abs(2 * r - 1)
+                    if v >= worst:
+                        worst = v
+                        where = {"delta": delta, "window": w, "length": n, "r": float(r),
+                                 "window_mass": float(m), "limit": float(limit)}
+        theory_example = {
+            "H_W/H_n (W=512, n=1e12)": float(near_one_limit(512, 10**12, dps=dps)),
+            "ln W/ln n (W=512, n=1e12)": float(mpmath.log(512) / mpmath.log(10**12)),
+        }
+    measured = float(worst)
+    return Measurement(
         quantity="max |2 ln(M/(H_W/H_n))/(delta ln n) - 1| (MVT bound)",
         measured=measured,
         reference=1.0,
         relation="<=",
         tol=10.0 ** (8 - dps),
-        params={"deltas": list(deltas), "windows": list(windows), "lengths": list(lengths),
-                "log_ratio_limit": log_ratio_limit, "dps": dps},
         dtype=f"mpmath dps {dps}",
-        device="cpu",
-        seconds=elapsed(),
         details={"worst_case": where, "theory_example": theory_example},
     )
 
@@ -210,7 +211,7 @@ CHECKS = (
         full={"deltas": (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0, 2.0),
               "counts": (1, 2, 10, 15, 16, 17, 512, 4096, 10**6, 10**9, 10**12, 10**15),
               "windows": (1, 8, 64, 512), "dps": 40},
-        negative={"upper_scale": 1 - 1e-9},
+        negative={"system": System(prior=mutants.exponent_scaled(1 + 1e-12))},
         torch_args=False,
     ),
     CheckSpec(
@@ -223,7 +224,7 @@ CHECKS = (
                  "lengths": (1000, 10**6, 10**9, 10**12)},
         full={"deltas": (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3), "windows": (1, 2, 8, 64, 512),
               "lengths": (1000, 10**6, 10**9, 10**12, 10**15), "dps": 40},
-        negative={"log_ratio_limit": True},
+        negative={"system": System(prior=mutants.mirrored_exponent)},
         torch_args=False,
     ),
 )

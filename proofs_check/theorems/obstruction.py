@@ -8,12 +8,14 @@ lies in columns ``< k`` and is at most what rows ``>= k`` put there, so
     e_k = 1 - P[k,k] <= (n - k + 1) - sum_{j >= k} c_j,
     1 - trace(P)/n <= (1/n) sum_j j (1 - c_j)                     (*)
 
-(summing over ``k``). With ``c = 1`` the right side is 0: the identity (Proposition 1). Two
-checks:
+(summing over ``k``). With ``c = 1`` the right side is 0: the identity (Proposition 1). Three
+checks (docs/theory.md §1):
 
 * ``prop1_identity_collapse``: the batch unbalanced Sinkhorn plan (columns KL-relaxed, §1)
   satisfies (*) for every ``rho`` (ratio measured/bound <= 1), and its diagonal mass
   ``trace(P)/n`` increases towards 1 as ``rho -> 1`` (details);
+* ``prop1_diagonal_mass``: that diagonal mass at ``n = 32`` with constant scores is THEORY's
+  (0.16933, 0.31476, 0.60784, 0.86515, 0.97169 at ``rho = 0.5, 0.9, 0.99, 0.999, 0.9999``);
 * ``prop1_feasibility_lp``: targets ``b >= 0``, ``sum b = n`` are feasible iff
   ``sum_{j >= k} b_j <= n - k + 1`` for all ``k``, compared case by case with a linear
   program (``scipy.optimize.linprog``, HiGHS).
@@ -26,75 +28,120 @@ import math
 import numpy as np
 import torch
 
-from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
-from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
-__all__ = ["CHECKS", "check_feasibility_lp", "check_identity_collapse", "lp_feasible",
-           "tail_condition"]
+__all__ = ["CHECKS", "THEORY_DIAGONAL_MASS", "check_diagonal_mass", "check_feasibility_lp",
+           "check_identity_collapse", "lp_feasible", "tail_condition"]
 
 THEOREM = "Proposition 1 (§1)"
 
 
+#: THEORY §1 (computed independently, converged to a relative change below 1e-15 per
+#: iteration): the batch plan's diagonal mass ``trace(P)/n`` at ``n = 32``, constant scores.
+THEORY_DIAGONAL_MASS = {0.5: 0.16933, 0.9: 0.31476, 0.99: 0.60784, 0.999: 0.86515,
+                        0.9999: 0.97169}
+
+
+@theorem_check("prop1_identity_collapse", THEOREM)
+@uses("batch_plan")
 def check_identity_collapse(
     n: int = 32,
     rhos: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999),
     samples: int = 2,
     score_bound: float = 1.0,
     *,
-    bound_scale: float = 1.0,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Batch plan: ``1 - trace(P)/n <= (1/n) sum_j j (1 - c_j)`` (bound (*)), and collapse.
 
     Scores: constant (0) and ``samples`` uniform draws in ``[-B, B]``. Measured: the largest
-    ratio of the diagonal deficit to ``bound_scale`` times the bound over all ``rho`` and
-    scores (``<= 1``); tolerance ``1e-12`` (both sides are sums of ``n`` float64 terms
-    <= 1 and the bound is nonnegative by the tail condition). Details: the diagonal masses
-    by ``rho`` (constant scores) and whether they increase with ``rho``.
+    ratio of the diagonal deficit to the bound over all ``rho`` and scores (``<= 1``);
+    tolerance ``1e-12`` (both sides are sums of ``n`` float64 terms <= 1 and the bound is
+    nonnegative by the tail condition). The bound holds for every nonnegative
+    lower-triangular plan with unit row sums, so it tests that the plan is one; details:
+    the diagonal masses by ``rho`` (constant scores) and whether they increase with ``rho``.
 
-    ``bound_scale = 0.5`` (negative control) halves the bound; the ratio, close to 1 on the
-    constant-score plans, must then exceed 1.
+    Negative control: the plan without the causal mask (``system.batch_plan``): its columns
+    can balance, the bound's right side vanishes while the diagonal deficit does not.
     """
     gen = torch.Generator().manual_seed(seed)
     worst = 0.0
     diag: dict[str, float] = {}
     tol_iter = 1e-10 if dtype == torch.float64 else 1e-5
-    with stopwatch() as elapsed:
-        cases = [torch.zeros(n, n, dtype=torch.float64)]
-        cases += [score_bound * (2 * torch.rand(n, n, generator=gen, dtype=torch.float64) - 1)
-                  for _ in range(samples)]
-        scores = torch.stack(cases).to(dtype=dtype, device=device)  # (samples+1, n, n)
-        jj = torch.arange(1, n + 1, dtype=torch.float64)
-        for rho in rhos:
-            res = batch_unbalanced_sinkhorn(scores, rho, tol=tol_iter,
-                                            max_iter=max(10_000, int(60 / (1 - rho))))
-            plan = res.plan.double().cpu()
-            deficit = 1 - torch.diagonal(plan, dim1=-2, dim2=-1).sum(-1) / n
-            col = plan.sum(-2)  # (cases, n)
-            bound = bound_scale * ((jj * (1 - col)).sum(-1) / n)
-            ratio = torch.where(bound > 0, deficit / bound,
-                                torch.where(deficit > 0, math.inf, 0.0))
-            worst = max(worst, float(ratio.max()))
-            diag[str(rho)] = float(1 - deficit[0])
+    cases = [torch.zeros(n, n, dtype=torch.float64)]
+    cases += [score_bound * (2 * torch.rand(n, n, generator=gen, dtype=torch.float64) - 1)
+              for _ in range(samples)]
+    scores = torch.stack(cases).to(dtype=dtype, device=device)  # (samples+1, n, n)
+    jj = torch.arange(1, n + 1, dtype=torch.float64)
+    for rho in rhos:
+        res = system.batch_plan(scores, rho, tol=tol_iter,
+                                max_iter=max(10_000, int(60 / (1 - rho))))
+        plan = res.plan.double().cpu()
+        deficit = 1 - torch.diagonal(plan, dim1=-2, dim2=-1).sum(-1) / n
+        col = plan.sum(-2)  # (cases, n)
+        bound = (jj * (1 - col)).sum(-1) / n
+        ratio = torch.where(bound > 0, deficit / bound,
+                            torch.where(deficit > 0, math.inf, 0.0))
+        worst = max(worst, float(ratio.max()))
+        diag[str(rho)] = float(1 - deficit[0])
     values = [diag[str(r)] for r in sorted(rhos)]
     increasing = all(values[i] < values[i + 1] for i in range(len(values) - 1))
-    return make_result(
-        check="prop1_identity_collapse",
-        theorem=THEOREM,
+    return Measurement(
         quantity="max (1 - tr P/n) / ((1/n) sum_j j (1 - colsum_j)), batch plan",
         measured=worst,
         reference=1.0,
         relation="<=",
         tol=1e-12,
-        params={"n": n, "rhos": list(rhos), "samples": samples, "score_bound": score_bound,
-                "bound_scale": bound_scale, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
-        details={"diagonal_mass_constant_scores": diag,
-                 "increasing_in_rho": increasing},
+        details={"diagonal_mass_constant_scores": diag, "increasing_in_rho": increasing},
+    )
+
+
+@theorem_check("prop1_diagonal_mass", THEOREM)
+@uses("batch_plan")
+def check_diagonal_mass(
+    rhos: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999),
+    *,
+    system: System | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: str = "cpu",
+) -> Measurement:
+    """The batch plan's diagonal mass at ``n = 32``, constant scores, against THEORY §1.
+
+    Measured: ``max_rho |trace(P)/32 - THEORY|`` (``THEORY_DIAGONAL_MASS``; ``rho`` must be
+    one THEORY gives). Tolerance ``5e-6``: THEORY prints 5 decimals (half a unit); the plan
+    is iterated to ``log v`` increments ``1e-12`` (float64), i.e. within ``kappa 1e-12 <=
+    1e-8`` of the fixed point at ``rho = 0.9999``, which moves the diagonal mass by less.
+    ``rho = 0.9999`` needs about 2.6e5 sweeps (``--full`` only). float32: increments
+    ``1e-6`` reach ``kappa 1e-6``, so the tolerance is ``2e-3`` and ``rho <= 0.99``.
+
+    Negative control: the batch plan at ``0.85 rho`` (``system.batch_plan``).
+    """
+    unknown = [r for r in rhos if r not in THEORY_DIAGONAL_MASS]
+    if unknown:
+        raise ValueError(f"rhos {unknown} have no THEORY value; THEORY §1 gives "
+                         f"{sorted(THEORY_DIAGONAL_MASS)}")
+    n = 32
+    plan_tol = 1e-12 if dtype == torch.float64 else 1e-6
+    scores = torch.zeros(n, n, dtype=dtype, device=device)
+    masses: dict[str, float] = {}
+    worst = 0.0
+    for rho in rhos:
+        plan = system.batch_plan(scores, rho, tol=plan_tol).plan.double().cpu()
+        masses[str(rho)] = float(torch.diagonal(plan).sum() / n)
+        worst = max(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
+    return Measurement(
+        quantity="max |trace(P)/n - THEORY §1|, batch plan, n = 32, constant scores",
+        measured=worst,
+        reference=0.0,
+        relation="==",
+        tol=5e-6 if dtype == torch.float64 else 2e-3,
+        details={"diagonal_mass": masses,
+                 "theory": {str(r): THEORY_DIAGONAL_MASS[r] for r in rhos}},
     )
 
 
@@ -134,43 +181,40 @@ def _targets(n: int, rng: np.random.Generator) -> np.ndarray:
     return b * (n / b.sum())
 
 
+@theorem_check("prop1_feasibility_lp", THEOREM)
+@uses("feasibility")
 def check_feasibility_lp(
     cases: int = 60,
     n_max: int = 6,
     *,
-    condition_slack: float = 0.0,
+    system: System | None = None,
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """The tail condition agrees with a linear program on random small cases (Prop. 1).
 
     Measured: the number of cases (``n`` from 1 to ``n_max``, plus ``b = 1`` for every ``n``,
-    tight and feasible) where ``tail_condition`` and ``lp_feasible`` disagree; reference 0.
-    The condition is compared with an absolute tolerance ``1e-9`` (random targets are far
-    from the boundary at that scale; ``b = 1`` is tight and exact).
+    tight and feasible) where ``tail_condition`` (``system.feasibility``) and
+    ``lp_feasible`` disagree; reference 0. The condition is compared with an absolute
+    tolerance ``1e-9`` (random targets are far from the boundary at that scale; ``b = 1``
+    is tight and exact).
 
-    ``condition_slack = 0.5`` (negative control) tests the wrong condition
-    ``sum_{j >= k} b_j <= n - k + 1.5``; some infeasible cases then pass it.
+    Negative control: the wrong condition ``sum_{j >= k} b_j <= n - k + 1.5``
+    (``system.feasibility``); some infeasible cases pass it.
     """
     rng = np.random.default_rng(seed)
     disagree = 0
     counts = {"feasible": 0, "infeasible": 0}
-    with stopwatch() as elapsed:
-        targets = [np.ones(n) for n in range(1, n_max + 1)]
-        targets += [_targets(int(rng.integers(2, n_max + 1)), rng) for _ in range(cases)]
-        for b in targets:
-            lp = lp_feasible(b)
-            counts["feasible" if lp else "infeasible"] += 1
-            disagree += int(lp != tail_condition(b, slack=condition_slack))
-    return make_result(
-        check="prop1_feasibility_lp",
-        theorem=THEOREM,
+    targets = [np.ones(n) for n in range(1, n_max + 1)]
+    targets += [_targets(int(rng.integers(2, n_max + 1)), rng) for _ in range(cases)]
+    for b in targets:
+        lp = lp_feasible(b)
+        counts["feasible" if lp else "infeasible"] += 1
+        disagree += int(lp != system.feasibility(b))
+    return Measurement(
         quantity="#cases where sum_{j>=k} b_j <= n-k+1 disagrees with an LP",
         measured=disagree,
         reference=0,
         relation="<=",
-        params={"cases": cases, "n_max": n_max, "condition_slack": condition_slack,
-                "seed": seed},
-        seconds=elapsed(),
         details={"cases_total": len(targets), **counts},
     )
 
@@ -184,7 +228,17 @@ CHECKS: tuple[CheckSpec, ...] = (
         ci={"n": 16, "rhos": (0.5, 0.9, 0.99), "samples": 1},
         default={"n": 32, "rhos": (0.5, 0.9, 0.99), "samples": 2},
         full={"n": 64, "rhos": (0.5, 0.9, 0.99, 0.999), "samples": 4},
-        negative={"bound_scale": 0.5},
+        negative={"system": System(batch_plan=mutants.noncausal_batch_plan)},
+    ),
+    CheckSpec(
+        name="prop1_diagonal_mass",
+        theorem=THEOREM,
+        section="§1",
+        run=check_diagonal_mass,
+        ci={"rhos": (0.5, 0.9, 0.99)},
+        default={"rhos": (0.5, 0.9, 0.99, 0.999)},
+        full={"rhos": (0.5, 0.9, 0.99, 0.999, 0.9999)},
+        negative={"system": System(batch_plan=mutants.batch_plan_at_scaled_rho(0.85))},
     ),
     CheckSpec(
         name="prop1_feasibility_lp",
@@ -194,7 +248,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         ci={"cases": 40, "n_max": 5},
         default={"cases": 120, "n_max": 7},
         full={"cases": 600, "n_max": 9},
-        negative={"condition_slack": 0.5},
+        negative={"system": System(feasibility=mutants.wrong_feasibility(0.5))},
         torch_args=False,
     ),
 )

@@ -15,8 +15,9 @@ import math
 
 import torch
 
-from proofs_check.operators.causal_ot import causal_ot_attention
-from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "check_row_shift", "check_softmax"]
 
@@ -29,97 +30,83 @@ def _masked_softmax(s: torch.Tensor) -> torch.Tensor:
     return torch.softmax(s.masked_fill(upper, -math.inf), dim=-1)
 
 
+@theorem_check("prop24_softmax", THEOREM)
+@uses("operator")
 def check_softmax(
     n: int = 64,
     samples: int = 2,
     score_bound: float = 3.0,
     *,
-    small_rho: float = 1e-12,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
-    """``rho = 0`` and ``rho = small_rho`` (exact solver) vs ``torch.softmax``: max abs diff.
+) -> Measurement:
+    """``rho = 0`` and ``rho = 1e-12`` (exact solver) vs ``torch.softmax``: max abs diff.
 
     Tolerance ``1e-10`` (float64): ``|log a - log softmax| <= 2 kappa log(n) + round-off``
     with ``kappa ~ 1e-12``, plus the exact solver's stopping error (``< 1e-10`` in ``log Z``,
     quadratic convergence) on weights ``<= 1``. float32: ``1e-5``.
 
-    ``small_rho = 1e-3`` (negative control, a wrong ``rho``): the correction ``kappa log C'``
-    is then ``~1e-3`` and must exceed the tolerance.
+    Negative control: scores multiplied by 1.01 inside the operator (a wrong temperature,
+    ``system.operator``).
     """
     gen = torch.Generator().manual_seed(seed)
-    with stopwatch() as elapsed:
-        s = score_bound * (2 * torch.rand(samples, n, n, generator=gen, dtype=torch.float64) - 1)
-        s = s.to(dtype=dtype, device=device)
-        ref = _masked_softmax(s).double()
-        at_zero = float((causal_ot_attention(s, 0.0).weights.double() - ref).abs().max())
-        near = causal_ot_attention(s, small_rho, method="exact").weights.double()
-        at_small = float((near - ref).abs().max())
-    return make_result(
-        check="prop24_softmax",
-        theorem=THEOREM,
+    s = score_bound * (2 * torch.rand(samples, n, n, generator=gen, dtype=torch.float64) - 1)
+    s = s.to(dtype=dtype, device=device)
+    ref = _masked_softmax(s).double()
+    at_zero = float((system.operator(s, 0.0).weights.double() - ref).abs().max())
+    near = system.operator(s, 1e-12, method="exact").weights.double()
+    at_small = float((near - ref).abs().max())
+    return Measurement(
         quantity="max |A(rho=0 and rho->0) - softmax|",
         measured=max(at_zero, at_small),
         reference=0.0,
         relation="==",
         tol=1e-10 if dtype == torch.float64 else 1e-5,
-        params={"n": n, "samples": samples, "score_bound": score_bound,
-                "small_rho": small_rho, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
         details={"rho_0": at_zero, "rho_small": at_small},
     )
 
 
+@theorem_check("prop24_row_shift", THEOREM)
+@uses("operator")
 def check_row_shift(
     n: int = 64,
     rhos: tuple[float, ...] = (0.3, 0.9),
     samples: int = 2,
     shift_scale: float = 5.0,
     *,
-    shift_kind: str = "row",
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Adding ``c_l`` to every score of row ``l`` changes nothing: max ``|A(S + c) - A(S)|``.
 
-    Tolerance ``1e-12`` (float64): the exact solver sees shifted logs of size up to
-    ``|c| <= 3 shift_scale``; ``Z_l`` absorbs the shift, so only round-off of those logs
-    (``~1e-14``) and the Newton stopping error remain. float32: ``1e-5``.
+    ``c_l ~ N(0, shift_scale^2)``. Tolerance ``1e-12`` (float64): the exact solver sees
+    shifted logs of size up to ``|c| <= 3 shift_scale``; ``Z_l`` absorbs the shift, so only
+    round-off of those logs (``~1e-14``) and the Newton stopping error remain. float32:
+    ``1e-5``.
 
-    ``shift_kind = "column"`` (negative control) adds ``c_j`` to every score of key ``j``
-    instead, which is not an invariance.
+    Negative control: scores clamped to ``[-5, 5]`` inside the operator (a "stability" clamp
+    that is not shift-invariant, ``system.operator``).
     """
-    if shift_kind not in ("row", "column"):
-        raise ValueError(f"shift_kind must be 'row' or 'column', got {shift_kind!r}")
     gen = torch.Generator().manual_seed(seed)
     worst = 0.0
-    with stopwatch() as elapsed:
-        s = torch.randn(samples, n, n, generator=gen, dtype=torch.float64)
-        c = shift_scale * torch.randn(samples, n, generator=gen, dtype=torch.float64)
-        shift = c.unsqueeze(-1) if shift_kind == "row" else c.unsqueeze(-2)
-        s, shifted = s.to(dtype=dtype, device=device), (s + shift).to(dtype=dtype,
-                                                                      device=device)
-        for rho in rhos:
-            a = causal_ot_attention(s, rho, method="exact").weights.double()
-            b = causal_ot_attention(shifted, rho, method="exact").weights.double()
-            worst = max(worst, float((a - b).abs().max()))
-    return make_result(
-        check="prop24_row_shift",
-        theorem=THEOREM,
-        quantity=f"max |A(S + {shift_kind} constant) - A(S)|",
+    s = torch.randn(samples, n, n, generator=gen, dtype=torch.float64)
+    c = shift_scale * torch.randn(samples, n, generator=gen, dtype=torch.float64)
+    s, shifted = (s.to(dtype=dtype, device=device),
+                  (s + c.unsqueeze(-1)).to(dtype=dtype, device=device))
+    for rho in rhos:
+        a = system.operator(s, rho, method="exact").weights.double()
+        b = system.operator(shifted, rho, method="exact").weights.double()
+        worst = max(worst, float((a - b).abs().max()))
+    return Measurement(
+        quantity="max |A(S + row constant) - A(S)|",
         measured=worst,
         reference=0.0,
         relation="==",
         tol=1e-12 if dtype == torch.float64 else 1e-5,
-        params={"n": n, "rhos": list(rhos), "samples": samples, "shift_scale": shift_scale,
-                "shift_kind": shift_kind, "seed": seed},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
     )
 
 
@@ -132,7 +119,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         ci={"n": 32, "samples": 1},
         default={"n": 128, "samples": 2},
         full={"n": 512, "samples": 4},
-        negative={"small_rho": 1e-3},
+        negative={"system": System(operator=mutants.temperature(1.01))},
     ),
     CheckSpec(
         name="prop24_row_shift",
@@ -142,6 +129,6 @@ CHECKS: tuple[CheckSpec, ...] = (
         ci={"n": 32, "samples": 1},
         default={"n": 128, "samples": 2},
         full={"n": 512, "samples": 4},
-        negative={"shift_kind": "column"},
+        negative={"system": System(operator=mutants.clamped_scores(5.0))},
     ),
 )

@@ -34,7 +34,9 @@ from typing import Any
 
 import torch
 
-from proofs_check.result import CheckResult, CheckSpec, dtype_name, make_result, stopwatch
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.theorems import mutants
+from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "check_grid_distance", "check_prior_identities", "grid_distances"]
 
@@ -44,18 +46,23 @@ THEOREM = "Theorem 2 (§4)"
 # --------------------------------------------------------------------------- identities
 
 
+@theorem_check("thm2_prior_identities", THEOREM)
+@uses("closed_forms")
 def check_prior_identities(
     rhos: tuple[float, ...] = (0.0, 1 / 3, 0.9),
     *,
     points: int = 25,
-    kappa_scale: float = 1.0,
     symbolic: bool = True,
     dps: int = 30,
-) -> CheckResult:
+    system: System | None = None,
+) -> Measurement:
     """``f_rho F^kappa Z(1) = 1`` on a grid, ``F = int_y^1 f/x``, and the sympy residuals.
 
-    ``kappa_scale != 1`` (negative control) raises ``F`` to ``kappa_scale * kappa``: the
-    product is then not constant in ``y`` and the check must fail.
+    The closed forms ``density``, ``cumulative_mass``, ``normaliser`` come from
+    ``system.closed_forms`` (``priors.scale_invariant``). Negative control: ``F`` taken at
+    ``1.05 rho`` (``closed_forms_mismatched``): the product is then not constant in ``y``
+    and ``F' = -f/y`` fails (the sympy residuals concern ``priors.symbolic`` and still
+    vanish).
 
     Measured: the largest ``|f F^kappa Z(1) - 1|`` and relative ``|F'(y) + f(y)/y|`` (the
     derivative form of ``F = int_y^1 f/x``, by ``mpmath.diff`` of the closed form) over every
@@ -66,55 +73,47 @@ def check_prior_identities(
     """
     import mpmath
 
-    from priors import scale_invariant as si
+    si = system.closed_forms
+    worst_fixed = mpmath.mpf(0)
+    worst_integral = mpmath.mpf(0)
+    where: dict[str, Any] = {}
+    with mpmath.workdps(dps + 10):
+        ys = [mpmath.mpf(10) ** -e for e in mpmath.linspace(12, 1e-3, points)]  # to 0.998
+        for rho in rhos:
+            r = mpmath.mpf(rho)
+            kappa = r / (1 - r)
+            z1 = si.normaliser(rho, 1, dps=dps + 10)
+            for y in ys:
+                f = si.density(rho, y, dps=dps + 10)
+                big_f = si.cumulative_mass(rho, y, dps=dps + 10)
+                dev = abs(f * big_f**kappa * z1 - 1)
+                if dev > worst_fixed:
+                    worst_fixed, where["fixed_point"] = dev, {"rho": rho, "y": float(y)}
+            for y in ys:
+                # F(y) = int_y^1 f(x)/x dx  <=>  F'(y) = -f(y)/y with F(1-) = 0 (the
+                # limit is the symbolic residual "F_at_one"); numeric differentiation of
+                # the closed form is a route independent of how F was derived.
+                # (mpmath.diff differentiates at raised precision: the values must carry
+                # more digits than the working precision, hence 3 dps.)
+                deriv = mpmath.diff(
+                    lambda x, rho=rho: si.cumulative_mass(rho, x, dps=3 * dps), y)
+                target = -si.density(rho, y, dps=dps + 10) / y
+                dev = abs(deriv / target - 1)
+                if dev > worst_integral:
+                    worst_integral, where["integral"] = dev, {"rho": rho, "y": float(y)}
+    nonzero: list[str] = []
+    if symbolic:
+        from priors.symbolic import verify_scale_invariant_prior
 
-    with stopwatch() as elapsed:
-        worst_fixed = mpmath.mpf(0)
-        worst_integral = mpmath.mpf(0)
-        where: dict[str, Any] = {}
-        with mpmath.workdps(dps + 10):
-            ys = [mpmath.mpf(10) ** -e for e in mpmath.linspace(12, 1e-3, points)]  # to 0.998
-            for rho in rhos:
-                r = mpmath.mpf(rho)
-                kappa = r / (1 - r) * mpmath.mpf(kappa_scale)
-                z1 = si.normaliser(rho, 1, dps=dps + 10)
-                for y in ys:
-                    f = si.density(rho, y, dps=dps + 10)
-                    big_f = si.cumulative_mass(rho, y, dps=dps + 10)
-                    dev = abs(f * big_f**kappa * z1 - 1)
-                    if dev > worst_fixed:
-                        worst_fixed, where["fixed_point"] = dev, {"rho": rho, "y": float(y)}
-                for y in ys:
-                    # F(y) = int_y^1 f(x)/x dx  <=>  F'(y) = -f(y)/y with F(1-) = 0 (the
-                    # limit is the symbolic residual "F_at_one"); numeric differentiation of
-                    # the closed form is a route independent of how F was derived.
-                    # (mpmath.diff differentiates at raised precision: the values must carry
-                    # more digits than the working precision, hence 3 dps.)
-                    deriv = mpmath.diff(
-                        lambda x, rho=rho: si.cumulative_mass(rho, x, dps=3 * dps), y)
-                    target = -si.density(rho, y, dps=dps + 10) / y
-                    dev = abs(deriv / target - 1)
-                    if dev > worst_integral:
-                        worst_integral, where["integral"] = dev, {"rho": rho, "y": float(y)}
-        nonzero: list[str] = []
-        if symbolic:
-            from priors.symbolic import verify_scale_invariant_prior
-
-            nonzero = [k for k, v in verify_scale_invariant_prior().items() if v != 0]
-        measured = float(max(worst_fixed, worst_integral)) + len(nonzero)
-    return make_result(
-        check="thm2_prior_identities",
-        theorem=THEOREM,
+        nonzero = [k for k, v in verify_scale_invariant_prior().items() if v != 0]
+    measured = float(max(worst_fixed, worst_integral)) + len(nonzero)
+    return Measurement(
         quantity="max |f F^kappa Z - 1|, |F'y/f + 1| (+ sympy residuals != 0)",
         measured=measured,
         reference=0.0,
         relation="==",
         tol=10.0 ** (5 - dps),
-        params={"rhos": list(rhos), "points": points, "kappa_scale": kappa_scale,
-                "symbolic": symbolic, "dps": dps},
         dtype=f"mpmath dps {dps}",
-        device="cpu",
-        seconds=elapsed(),
         details={"max_fixed_point_deviation": float(worst_fixed),
                  "max_integral_deviation": float(worst_integral),
                  "worst_points": where, "symbolic_nonzero": nonzero},
@@ -152,16 +151,18 @@ def grid_distances(row: torch.Tensor, rho: float) -> dict[str, float]:
     return {"K": k_l, "sup_y": sup_y, "diagonal_atom": float(a[-1])}
 
 
+@theorem_check("thm2_grid_distance", THEOREM)
+@uses("stream")
 def check_grid_distance(
     rho: float = 1 / 3,
     log2_lengths: tuple[int, ...] = (8, 9, 10),
     *,
     q: float = 0.125,
-    reference_rho: float | None = None,
+    system: System | None = None,
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
-) -> CheckResult:
+) -> Measurement:
     """Fitted slope of ``ln K_l`` vs ``ln l`` for the constant-score operator (THEORY §4).
 
     Rows ``l = 2^k`` (``k`` in ``log2_lengths``) of one streaming run to the largest ``l``.
@@ -171,16 +172,14 @@ def check_grid_distance(
     threshold at half that rate leaves room for the shorter CI fit yet fails flatly when
     the limit is wrong).
 
-    ``reference_rho`` (negative control): compare against the continuum prior of a
-    different ``rho``; ``K_l`` then levels off at the distance between the two priors and
-    the slope is near 0. ``seed`` is unused (constant scores are deterministic); it is
-    accepted for the common check signature.
+    Negative control: the stream at ``0.85 rho`` (``system.stream``); ``K_l`` then levels
+    off at the distance between the two priors and the slope is near 0. ``seed`` is unused
+    (constant scores are deterministic); it is accepted for the common check signature.
     """
     from priors.scale_invariant import window_mass_continuum
-    from proofs_check.operators import stream_causal_ot
 
     del seed
-    ref_rho = rho if reference_rho is None else reference_rho
+    ref_rho = rho
     lengths = sorted(2**k for k in log2_lengths)
     if len(lengths) < 2:
         raise ValueError("log2_lengths must hold at least two lengths to fit a slope")
@@ -190,38 +189,32 @@ def check_grid_distance(
     # add synchronisation (beyond l = 2048 on a busy 2-core machine they made the stream
     # 10-30x slower), so the CPU stream runs single-threaded; the setting is restored.
     threads = torch.get_num_threads()
-    with stopwatch() as elapsed:
-        if torch.device(device).type == "cpu":
-            torch.set_num_threads(1)
-        try:
-            rows = [(l, row) for l, row in stream_causal_ot(  # noqa: E741
-                lengths[-1], rho, dtype=dtype, device=device) if l in wanted]
-        finally:
-            torch.set_num_threads(threads)
-        for l, row in rows:  # noqa: E741
-            stats = grid_distances(row, ref_rho)
-            a = row.detach().to("cpu", torch.float64)
-            w = max(1, round(q * l))
-            stats["window_ratio_fixed_q"] = float(a[-w:].sum()) / float(
-                window_mass_continuum(ref_rho, w / l))
-            stats["window_ratio_W1"] = float(a[-1]) / float(window_mass_continuum(ref_rho, 1 / l))
-            per_length[l] = stats
-        xs = [math.log(n) for n in lengths]
-        ys = [math.log(per_length[n]["K"]) for n in lengths]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-            (x - mx) ** 2 for x in xs)
-    return make_result(
-        check="thm2_grid_distance",
-        theorem=THEOREM,
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        rows = [(l, row) for l, row in system.stream(  # noqa: E741
+            lengths[-1], rho, dtype=dtype, device=device) if l in wanted]
+    finally:
+        torch.set_num_threads(threads)
+    for l, row in rows:  # noqa: E741
+        stats = grid_distances(row, ref_rho)
+        a = row.detach().to("cpu", torch.float64)
+        w = max(1, round(q * l))
+        stats["window_ratio_fixed_q"] = float(a[-w:].sum()) / float(
+            window_mass_continuum(ref_rho, w / l))
+        stats["window_ratio_W1"] = float(a[-1]) / float(window_mass_continuum(ref_rho, 1 / l))
+        per_length[l] = stats
+    xs = [math.log(n) for n in lengths]
+    ys = [math.log(per_length[n]["K"]) for n in lengths]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs)
+    return Measurement(
         quantity="fitted slope of ln K_l vs ln l (constant scores)",
         measured=slope,
         reference=-(1 - rho) / 2,
         relation="<=",
-        params={"rho": rho, "lengths": lengths, "q": q, "reference_rho": ref_rho},
-        dtype=dtype_name(dtype),
-        device=str(device),
-        seconds=elapsed(),
+        params={"lengths": lengths},
         details={
             **{key: {str(n): per_length[n][stat] for n in lengths} for key, stat in (
                 ("K_l", "K"), ("sup_over_y", "sup_y"), ("diagonal_atom", "diagonal_atom"),
@@ -242,7 +235,7 @@ CHECKS = (
         default={"rhos": (0.0, 0.2, 1 / 3, 0.5, 0.9, 0.99), "points": 25},
         full={"rhos": (0.0, 0.1, 0.2, 1 / 3, 0.5, 0.75, 0.9, 0.99, 0.999), "points": 60,
               "dps": 40},
-        negative={"kappa_scale": 1.1, "symbolic": False},
+        negative={"system": System(closed_forms=mutants.closed_forms_mismatched(1.05))},
         torch_args=False,
     ),
     CheckSpec(
@@ -253,6 +246,6 @@ CHECKS = (
         ci={"rho": 1 / 3, "log2_lengths": (8, 9, 10)},
         default={"rho": 1 / 3, "log2_lengths": (8, 9, 10, 11, 12, 13)},
         full={"rho": 1 / 3, "log2_lengths": tuple(range(8, 17))},
-        negative={"reference_rho": 0.5},
+        negative={"system": System(stream=mutants.stream_at_scaled_rho(0.85))},
     ),
 )

@@ -202,11 +202,7 @@ def test_n_equals_one():
     assert torch.equal(res.plan, torch.ones(1, 1, dtype=F64))
 
 
-# THEORY §1 diagonal masses trace(P)/n at n = 32. Constant scores (every constant gives the
-# same plan: u absorbs it) are the natural reading; POT with method='sinkhorn' gives the
-# same values as ours (test above), i.e. 0.1693, 0.3148, 0.6078, 0.8651 at
-# rho = 0.5, 0.9, 0.99, 0.999, and 0.9717 at rho = 0.9999.
-THEORY_DIAG = {0.5: 0.164, 0.9: 0.308, 0.99: 0.601, 0.999: 0.864}
+# THEORY §1's numbers (diagonal masses, leak) are reproduced in test_theorems_s1_numbers.py.
 
 
 def _diag_mass(rho: float, *, tol: float, max_iter: int | None = None) -> float:
@@ -223,26 +219,6 @@ def test_constant_score_diagonal_mass_matches_pot(rho):
     ref = float(np.trace(_pot_plan(torch.zeros(n, n, dtype=F64), rho)) / n)
     # converged to increments 1e-12: diagonal entries within ~rho/(1-rho)*1e-12 <= 1e-10
     assert abs(ours - ref) <= 1e-9, (ours, ref)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="THEORY §1 quotes 0.164/0.308/0.601/0.864; constant scores give "
-    "0.1693/0.3148/0.6078/0.8651 (confirmed by POT method='sinkhorn'); n = 31..40, "
-    "Gaussian scores and the other POT methods do not reproduce them either",
-)
-@pytest.mark.parametrize("rho", [0.5, 0.9, 0.99])  # 0.999 (0.8651 vs 0.864) costs 6 s
-def test_theory_diagonal_masses_constant_scores(rho):
-    measured = _diag_mass(rho, tol=1e-10)
-    assert abs(measured - THEORY_DIAG[rho]) <= 5e-4  # THEORY prints 3 digits
-
-
-@pytest.mark.slow
-def test_theory_diagonal_mass_rho_9999():
-    # THEORY §1: 0.972 at rho = 0.9999 after about 1.9e5 iterations. At tol = 1e-9 the log v
-    # error bound is rho/(1-rho)*1e-9 = 1e-5, far below the printed half-digit 5e-4.
-    measured = _diag_mass(0.9999, tol=1e-9, max_iter=400_000)
-    assert abs(measured - 0.972) <= 5e-4, measured
 
 
 def test_importable_in_a_fresh_process():

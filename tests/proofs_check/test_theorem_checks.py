@@ -1,15 +1,18 @@
 """Every registered theorem check holds at CI size, and its negative control fails.
 
-The negative control is what makes a check meaningful: the same check, fed something
-deliberately wrong (see ``CheckSpec.negative``), must report ``holds = False``.
+The negative control is what makes a check meaningful: the same, unchanged check fed a wrong
+system (``CheckSpec.negative = {"system": System(...)}``: a wrong operator, wrong inputs, a
+perturbed prior) must report ``holds = False``. Nothing in the comparison may be changed.
 """
 
 import math
 
 import pytest
+import torch
 
 from proofs_check.result import CheckResult
 from proofs_check.theorems import all_checks
+from proofs_check.theorems.system import System
 
 SPECS = all_checks()
 IDS = [s.name for s in SPECS]
@@ -52,3 +55,35 @@ def test_registry_is_populated():
 def test_every_check_has_a_negative_control():
     missing = [s.name for s in SPECS if not s.negative]
     assert not missing, f"checks without a negative control: {missing}"
+
+
+def test_every_negative_control_substitutes_the_system_only():
+    # No knob per control: a control may only substitute parts of the system under test,
+    # and only parts the check declares it uses (``resolve`` enforces the latter too).
+    for spec in SPECS:
+        assert set(spec.negative) == {"system"}, (spec.name, dict(spec.negative))
+        system = spec.negative["system"]
+        assert isinstance(system, System) and system.substituted(), spec.name
+        parts = set(spec.run.uses) | ({"operator"} if "stream" in spec.run.uses else set())
+        assert set(system.substituted()) <= parts, (spec.name, system.substituted())
+
+
+@pytest.mark.parametrize("spec", [next(s for s in SPECS if s.torch_args),
+                                  next(s for s in SPECS if not s.torch_args)],
+                         ids=lambda s: s.name)
+def test_results_record_the_real_tf32_state_on_direct_calls(spec):
+    # Called directly (not through the report) with TF32 switched on, a check still runs
+    # with TF32 off, records the state it ran under (False) and restores the caller's.
+    b = torch.backends
+    before = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+    try:
+        b.cuda.matmul.allow_tf32 = True
+        b.cudnn.allow_tf32 = True
+        result = spec.run(**spec.ci)
+        assert result.tf32 is False
+        assert b.cuda.matmul.allow_tf32 is True and b.cudnn.allow_tf32 is True
+    finally:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = before[:2]
+        torch.set_float32_matmul_precision(before[2])
+    assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32,
+            torch.get_float32_matmul_precision()) == before

@@ -19,7 +19,8 @@ MINE = {"§1", "§2.1", "§2.2", "§2.3", "§2.4", "§3"}
 def test_sections_registered():
     names = {s.name for s in all_checks() if s.section in MINE}
     assert names == {
-        "prop1_identity_collapse", "prop1_feasibility_lp", "lemma21_fixed_point",
+        "prop1_identity_collapse", "prop1_diagonal_mass", "prop1_feasibility_lp",
+        "lemma21_fixed_point",
         "lemma21_exact_vs_mp", "lemma22_sweeps_converge", "lemma22_contraction",
         "prop23_prefix_consistency", "prop23_batch_leak", "prop24_softmax",
         "prop24_row_shift", "thm1_weight_bound", "thm1_column_bound", "thm1_decay_exponent",

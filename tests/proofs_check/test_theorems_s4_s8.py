@@ -138,10 +138,15 @@ def test_near_one_theory_example():
     assert 0 <= w["r"] <= 1
 
 
-def test_brackets_check_catches_a_slightly_tighter_bracket():
-    # The Euler–Maclaurin brackets are ~1e-30 tight; pulling every upper end in by 1e-15
-    # relative (a few float64 ulps) already excludes the exact value.
-    r = near_one.check_brackets((1e-6,), (10**6,), (8,), upper_scale=1 - 1e-15)
+def test_brackets_check_catches_an_exponent_off_by_a_few_ulps():
+    # The Euler–Maclaurin brackets are ~1e-30 tight; brackets computed for an exponent off
+    # by 4e-16 relative (two float64 ulps of alpha) already exclude the exact value, which
+    # moves by about alpha * 4e-16 * E[ln k] ~ 3e-15 relative.
+    from proofs_check.theorems.mutants import exponent_scaled
+    from proofs_check.theorems.system import System
+
+    r = near_one.check_brackets((1e-6,), (10**6,), (8,),
+                                system=System(prior=exponent_scaled(1 + 4.5e-16)))
     assert not r.holds
     assert r.details["max_relative_em_width"] < 1e-25
 
@@ -179,7 +184,7 @@ def test_bias_extension_changes_are_material():
         (bias_extension.check_rows_unchanged, {"n": 96, "train_length": 32, "window": 8}),
         (bias_extension.check_direction, {"n": 96, "train_length": 32, "window": 8}),
         (classification.check_content_bounds, {"n": 64, "window": 8}),
-        (margin_control.check_margin_control, {"window": 8, "lmax": 256, "tau": 0.1}),
+        (margin_control.check_margin_constant_scores, {"window": 8, "lmax": 256, "tau": 0.1}),
     ],
     ids=["s8_rows", "s8_direction", "thm3_bounds", "thm5_margin"],
 )
