@@ -176,6 +176,10 @@ class GrowthProblem:
         """Whether the evaluation budget ``max_evaluations`` is spent."""
         return self.max_evaluations is not None and self.evaluations >= self.max_evaluations
 
+    def affordable(self, delta: float) -> bool:
+        """Whether ``G(1 + delta)`` is cached or the budget allows one more evaluation."""
+        return delta in self._cache or not self.exhausted
+
     def growth(self, delta: float) -> flint.arb:
         """Ball of ``G(1 + delta)``."""
         d_max_hi, d_min_lo = self.pieces(delta)
@@ -278,20 +282,19 @@ def _sweep(
     ``"stuck"`` (the box bound could not be brought below ``tol`` before the float
     resolution of ``delta`` ran out) or ``"budget"`` (the problem's evaluation budget ran
     out first; ``x == c``). A failed box whose left end does not violate is followed by one
-    secant probe (``_secant_probe``) before the step is halved. The budget is checked
-    before each box, and a box costs at most two new evaluations (its left end and the
-    probe), so the sweep overruns the budget by at most one.
+    secant probe (``_secant_probe``) before the step is halved. No evaluation is made
+    beyond the budget (``GrowthProblem.affordable``; cached points cost nothing).
     """
     c = b
     step = b - a
     boxes = 0
     upper = -math.inf
     while c > a:
-        if problem.exhausted:
-            return "budget", c, c, boxes, upper
         x = max(c - step, a)
         if not x < c or step <= c * 2.0**-50:
             return "stuck", c, x, boxes, upper
+        if not problem.affordable(x):
+            return "budget", c, c, boxes, upper
         bound = problem.box_bound(x, c)
         if problem.certified_le_tol(bound):
             c = x
@@ -302,7 +305,8 @@ def _sweep(
         if problem.certified_gt_tol(problem.growth(x)):
             return "violation", c, x, boxes, upper
         probe = _secant_probe(problem, a, x, c)
-        if probe is not None and problem.certified_gt_tol(problem.growth(probe)):
+        if (probe is not None and problem.affordable(probe)
+                and problem.certified_gt_tol(problem.growth(probe))):
             return "violation", c, probe, boxes, upper
         step /= 2.0
     return "ok", c, c, boxes, upper
@@ -375,8 +379,8 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
     bracket returned is then still proven on its upper end, and ``delta_lo`` is a proven
     violation or ``None`` (no violation proven).
 
-    With ``problem.max_evaluations`` set, the search stops once that many growth
-    evaluations are spent (checked before every box and every bisection step; the
+    With ``problem.max_evaluations`` set, the search stops when it needs an evaluation
+    beyond that many (checked before every new point of the sweeps and the bisection; the
     half-line search ``_find_delta_max`` and the point probes are not interrupted, at most
     42 and 7 evaluations): the outcome is then ``exhausted`` and unresolved, ``delta_hi`` is
     the certified end reached so far and ``delta_lo`` the proven violation found so far, if
@@ -405,11 +409,11 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
         if lo is None:
             return outcome(None, False)
     while c - lo > rtol * c:
-        if problem.exhausted:
-            return outcome(lo, False, True)
         mid = lo + (c - lo) / 2.0
         if not lo < mid < c:
             break  # float resolution of delta reached
+        if not problem.affordable(mid):
+            return outcome(lo, False, True)
         g = problem.growth(mid)
         if problem.certified_gt_tol(g):
             lo = mid
