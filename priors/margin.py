@@ -47,6 +47,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
+from typing import Any
 
 from priors.harmonic import as_count
 
@@ -54,6 +55,8 @@ __all__ = [
     "BRACKET_RTOL",
     "DPS_MAX",
     "DPS_MIN",
+    "MAX_EVALUATIONS",
+    "EvaluationBudgetWarning",
     "MarginInputError",
     "MarginResult",
     "format_result",
@@ -70,6 +73,12 @@ BRACKET_RTOL = 1e-12
 DPS_MIN = 15
 #: Largest working precision accepted (beyond it, Arb's Hurwitz zeta gets slow for no gain).
 DPS_MAX = 1000
+#: Default budget of growth evaluations for one ``select_margin`` call (each three Hurwitz
+#: sums: 0.13 ms at dps 30 on an idle core, so ~3 s at most; ~0.5 ms at dps 100, ~85 ms at
+#: dps 1000). Each of 162 seeded non-monotone settings (tests) needs under 1800; only
+#: ``tol`` within a tiny distance of a local maximum of ``G`` needs more
+#: (``priors.margin_search``: the cost grows like ``1 / sqrt(distance)``).
+MAX_EVALUATIONS = 20_000
 
 _FLAGS = {
     "window": "--window",
@@ -78,7 +87,16 @@ _FLAGS = {
     "tol": "--tol",
     "score_bound": "--score-bound",
     "dps": "--dps",
+    "max_evaluations": "--max-evaluations",
 }
+
+
+class EvaluationBudgetWarning(RuntimeWarning):
+    """The margin search spent its evaluation budget before resolving the bracket.
+
+    What it proved stays proven (``delta_hi`` is safe; ``delta_lo`` only if
+    ``delta_lo_proven``); the result has ``resolved = False`` and ``budget_exhausted``.
+    """
 
 
 class MarginInputError(ValueError):
@@ -132,7 +150,8 @@ class MarginResult:
     boxes, evaluations : int
         Certified boxes of the sweep and growth evaluations (each three Hurwitz sums).
     resolved : bool
-        ``False`` if the balls could not separate ``G`` from ``tol`` (a warning was issued).
+        ``False`` if the balls could not separate ``G`` from ``tol``, or the evaluation
+        budget ran out first (a warning was issued; ``unresolved_reason`` says which).
     delta_lo_proven : bool
         ``True`` iff ``G(1 + delta_lo) > tol`` is proven (the ball lies strictly above).
     delta_lo_reason : str
@@ -141,6 +160,12 @@ class MarginResult:
         Arb balls ``[mid +/- rad]`` (with ``certify=True``).
     cross_check_error : float or None
         ``|G_mpmath - G_arb|`` at ``alpha*`` (with ``certify=True``).
+    max_evaluations : int
+        The budget of growth evaluations the search ran under.
+    budget_exhausted : bool
+        ``True`` if the search stopped because that budget ran out (then not ``resolved``).
+    unresolved_reason : str
+        Why the search is not resolved (empty when it is).
     """
 
     window: int
@@ -169,6 +194,9 @@ class MarginResult:
     cross_check_error: float | None = None
     delta_lo_proven: bool = False
     delta_lo_reason: str = ""
+    max_evaluations: int = MAX_EVALUATIONS
+    budget_exhausted: bool = False
+    unresolved_reason: str = ""
 
     @property
     def kerple_log(self) -> tuple[float, float]:
@@ -235,6 +263,15 @@ def _count(value: object, name: str) -> int:
     return out
 
 
+def _budget(value: object) -> int:
+    """``max_evaluations`` as a positive integer (an int, or a string of decimal digits)."""
+    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise MarginInputError("max_evaluations", f"must be a positive integer, got {value!r}")
+    return int(value)
+
+
 def _validate(
     window: object, lmax: object, tol: object, lmin: object, score_bound: object, dps: object
 ) -> tuple[int, int, int, float, str, float, str, int]:
@@ -296,6 +333,7 @@ def select_margin(
     score_bound: float = 0.0,
     dps: int = 30,
     certify: bool = False,
+    max_evaluations: int = MAX_EVALUATIONS,
 ) -> MarginResult:
     """Smallest ``delta* >= 0`` with ``sup_{alpha >= 1 + delta*} G(alpha) <= tol`` (THEORY §7).
 
@@ -321,6 +359,13 @@ def select_margin(
         ``ceil(dps log2 10) + 8`` bits.
     certify : bool
         Attach ball enclosures of every reported number and an mpmath cross-check.
+    max_evaluations : int
+        Budget of growth evaluations for the search (both precisions together; the
+        supremum's branch and bound adds at most 150). When it runs out the result keeps
+        what was proven (``delta_hi`` safe; ``delta_lo`` only if a violation was proven),
+        has ``resolved = False`` and ``budget_exhausted = True``, and an
+        ``EvaluationBudgetWarning`` is issued. Only ``tol`` within a tiny distance of a
+        local maximum of ``G`` (or tangent to it) needs more than a few thousand.
 
     Returns
     -------
@@ -349,26 +394,35 @@ def select_margin(
     w, l0, l1, tol_f, tol_text, b_f, b_text, dps = _validate(
         window, lmax, tol, lmin, score_bound, dps
     )
+    budget = _budget(max_evaluations)
     search = _import_search()
     import flint
 
     bits = math.ceil(dps * math.log2(10)) + 8
-    problem = search.GrowthProblem(w, l0, l1, tol_text, b_text, bits)
+    problem = search.GrowthProblem(w, l0, l1, tol_text, b_text, bits, max_evaluations=budget)
     outcome = search.certified_search(problem, BRACKET_RTOL)
-    if not outcome.resolved:  # one retry at twice the precision before warning
+    spent = 0
+    if not (outcome.resolved or outcome.exhausted or problem.evaluations >= budget):
+        spent = problem.evaluations  # one retry at twice the precision, in what is left
         bits *= 2
-        problem = search.GrowthProblem(w, l0, l1, tol_text, b_text, bits)
+        problem = search.GrowthProblem(
+            w, l0, l1, tol_text, b_text, bits, max_evaluations=budget - spent
+        )
         outcome = search.certified_search(problem, BRACKET_RTOL)
-    if not outcome.resolved:
-        warnings.warn(
+    delta_hi = outcome.delta_hi
+    growth_ball = problem.growth(delta_hi)
+    unresolved = ""
+    if outcome.exhausted:
+        unresolved, budget_lo_reason = _budget_note(search, problem, outcome, budget)
+        warnings.warn(unresolved, EvaluationBudgetWarning, stacklevel=2)
+    elif not outcome.resolved:
+        unresolved = (
             f"could not separate the growth from tol = {tol_text} near alpha = "
             f"{1 + outcome.delta_hi!r} at {bits} bits (tangency?); delta_hi is proven, "
             + ("delta_lo is a proven violation but the bracket is wide"
-               if outcome.delta_lo is not None else "no violation below it is proven"),
-            RuntimeWarning,
-            stacklevel=2,
+               if outcome.delta_lo is not None else "no violation below it is proven")
         )
-    delta_hi = outcome.delta_hi
+        warnings.warn(unresolved, RuntimeWarning, stacklevel=2)
     delta_lo = 0.0 if outcome.delta_lo is None else outcome.delta_lo
     lo_proven = outcome.delta_lo is not None
     if lo_proven:
@@ -378,6 +432,8 @@ def select_margin(
             "no violation exists: sup over alpha >= 1 of G <= tol is certified, so "
             "delta* = 0 exactly and delta_lo = 0 is the floor delta >= 0 of the definition"
         )
+    elif outcome.exhausted:
+        lo_reason = budget_lo_reason
     else:
         lo_reason = (
             f"NOT proven: no delta below delta_hi was shown to violate (the Arb balls at "
@@ -386,7 +442,6 @@ def select_margin(
             "floor delta >= 0 of the definition, delta* may be anywhere in [0, delta_hi]"
         )
     d_max_hi, d_min_lo = problem.pieces(delta_hi)
-    growth_ball = problem.growth(delta_hi)
     alpha_max = 1.0 + outcome.delta_max
     monotone = l0 == w
     tol_up = math.nextafter(tol_f, math.inf)  # >= the exact decimal tol (float is nearest)
@@ -407,7 +462,7 @@ def select_margin(
             "(the ratio T_l/S_W has d/dalpha ln(T_l/S_W) <= 0); supremum at alpha = 1 + delta"
         )
         at_margin = True
-    elif outcome.delta_lo is not None:
+    elif outcome.delta_lo is not None and outcome.resolved:
         # G(1 + delta_hi) is a point value (lower end); the largest certified box bound is
         # the upper end (G need not be monotone beyond delta_hi, so G(1 + delta_hi) is not)
         sup_at = 1.0 + delta_hi
@@ -469,14 +524,66 @@ def select_margin(
         sup_method=method,
         alpha_max=alpha_max,
         boxes=outcome.boxes,
-        evaluations=problem.evaluations,
+        evaluations=spent + problem.evaluations,
         precision_bits=bits,
         resolved=outcome.resolved,
         enclosures=enclosures,
         cross_check_error=cross,
         delta_lo_proven=lo_proven,
         delta_lo_reason=lo_reason,
+        max_evaluations=budget,
+        budget_exhausted=outcome.exhausted,
+        unresolved_reason=unresolved,
     )
+
+
+def _budget_note(search: Any, problem: Any, outcome: Any, budget: int) -> tuple[str, str]:
+    """``(unresolved_reason, delta_lo_reason)`` for a search that spent its budget.
+
+    Every number quoted is an enclosure end of a ball the search evaluated (rounded
+    outward), so the sentence is true as stated; only "presumably" marks the inference.
+    """
+    import flint
+
+    hi = outcome.delta_hi
+    head = (
+        f"the evaluation budget of {budget} growth evaluations (max_evaluations, "
+        "--max-evaluations) ran out before the search resolved"
+    )
+    with flint.ctx.workprec(problem.prec + 16):
+        if outcome.delta_lo is not None:
+            below_at_hi = problem.tol_ball - problem.growth(hi)
+            above_at_lo = problem.growth(outcome.delta_lo) - problem.tol_ball
+            lo = outcome.delta_lo
+            unresolved = (
+                f"{head}: the bracket [delta_lo, delta_hi] is proven but has relative width "
+                f"{(hi - lo) / hi:.1e}, not {BRACKET_RTOL:g}: G(1 + delta_lo) - tol in "
+                f"[{search.float_down(above_at_lo):.2e}, {search.float_up(above_at_lo):.2e}] "
+                f"and tol - G(1 + delta_hi) in [{search.float_down(below_at_hi):.2e}, "
+                f"{search.float_up(below_at_hi):.2e}]: G crosses tol with a tiny slope "
+                "(tol is presumably within a tiny distance of a local maximum of G, or "
+                "tangent to it), where the first-order box bound needs ever smaller boxes"
+            )
+            return unresolved, ""
+        near = outcome.closest
+        gap = problem.tol_ball - problem.growth(near)
+        gap_lo, gap_hi = search.float_down(gap), search.float_up(gap)
+    where = (
+        f"G comes within {gap_hi:.1e} of tol at alpha = {1 + near!r} (tol is presumably "
+        "within a tiny distance of a local maximum of G, or tangent to it)"
+    )
+    unresolved = (
+        f"{head}: delta_hi is proven, no violation below it is proven. {where[0].upper()}"
+        f"{where[1:]}: there tol - G is in [{gap_lo:.2e}, {gap_hi:.2e}] (the largest G found "
+        "on [1, 1 + delta_hi], by golden-section search), and the first-order box bound "
+        "needs ever smaller boxes"
+    )
+    lo_reason = (
+        f"NOT proven: the evaluation budget of {budget} growth evaluations ran out before "
+        f"any delta below delta_hi was shown to violate; {where}; delta_lo = 0 is only the "
+        "floor delta >= 0 of the definition, delta* may be anywhere in [0, delta_hi]"
+    )
+    return unresolved, lo_reason
 
 
 def _cross_check(
@@ -574,6 +681,8 @@ def format_result(result: MarginResult) -> str:
             f"             delta_lo: {r.delta_lo_reason}",
             "             delta_hi: sup over alpha >= 1 + delta_hi of G <= tol proven",
         ]
+    if not r.resolved:
+        lines.append(f"  resolved   NO: {r.unresolved_reason}")
     lines += [
         f"  at alpha*  distant mass {lo_name} = {r.distant_mass_lmin:.12g}, "
         f"{hi_name} = {r.distant_mass_lmax:.12g}, growth G = {r.growth:.12g} "
@@ -615,6 +724,7 @@ def format_table(results: Sequence[MarginResult]) -> str:
             f"{r.bracket_relative_width:>9.1e} {r.growth:>14.10g}  "
             + ("alpha*" if r.sup_at_margin else f"alpha={r.sup_location:.6g}")
             + ("" if r.delta_lo_proven or r.delta == 0.0 else "  (delta_lo NOT proven)")
+            + ("  (evaluation budget ran out)" if r.budget_exhausted else "")
         )
     rows.append(
         "(delta* = delta_hi of a proven bracket, rounded up to the digits its width supports; "
@@ -651,6 +761,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--score-bound", default="0", metavar="B", help="content-score bound B >= 0")
     p.add_argument("--dps", default="30", metavar="N", help="working precision in digits")
     p.add_argument("--certify", action="store_true", help="print ball enclosures of everything")
+    p.add_argument(
+        "--max-evaluations", default=str(MAX_EVALUATIONS), metavar="N",
+        help=f"budget of growth evaluations per setting (default {MAX_EVALUATIONS})",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
@@ -670,13 +784,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not dps_text.lstrip("+-").isdigit():
             raise MarginInputError("dps", f"must be an integer, got {args.dps!r}")
         dps = int(dps_text)
+        budget = _budget(args.max_evaluations)
         settings = list(itertools.product(args.window, args.lmax, args.tol))
         for w, l1, tol in settings:  # validate everything before computing anything
             _validate(w, l1, tol, args.lmin, args.score_bound, dps)
         results = [
             select_margin(
                 w, l1, tol, lmin=args.lmin, score_bound=args.score_bound, dps=dps,
-                certify=args.certify,
+                certify=args.certify, max_evaluations=budget,
             )
             for w, l1, tol in settings
         ]

@@ -60,7 +60,11 @@ or too little precision leaves no violation proven; the outcome then says so
 (``delta_lo is None``, ``resolved = False``), and never reports ``delta_lo = 0`` as a
 violation. The cost is set by ``q``: about ``ln(1/rtol) / q`` boxes, and far more when
 ``tol`` is within a tiny distance of a local maximum of ``G`` (the box bound is first
-order in the box width).
+order in the box width): near a maximum where ``tol - G ~ eps + k (alpha - alpha_m)^2``
+the boxes have width ``~ (tol - G) / |D^-_{L0}'|``, so about
+``pi |D^-_{L0}'| / sqrt(k eps)`` of them are needed (hours at ``eps ~ 1e-12``). Hence the
+evaluation budget ``GrowthProblem.max_evaluations``: when it runs out the search stops
+with what it has proven (``exhausted``, not ``resolved``), never with a guess.
 
 All trial points ``delta`` are Python floats; ``alpha = 1 + delta`` is formed exactly as an
 Arb ball of radius 0, so the reported bracket endpoints are exactly the points that were
@@ -72,7 +76,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import flint
 
@@ -119,7 +123,8 @@ class GrowthProblem:
 
     ``tol`` and ``score_bound`` are decimal strings (read as the exact decimals they
     spell, enclosed in balls); ``prec`` is the Arb working precision in bits. Evaluations
-    are cached per ``delta``.
+    are cached per ``delta`` and counted in ``evaluations``; ``max_evaluations`` (``None``:
+    no limit) is the budget that ``certified_search`` stops at (``exhausted``).
     """
 
     window: int
@@ -129,6 +134,7 @@ class GrowthProblem:
     score_bound: str
     prec: int
     evaluations: int = 0
+    max_evaluations: int | None = None
     _cache: dict[float, tuple[flint.arb, flint.arb]] = field(default_factory=dict, repr=False)
     _factors: dict[float, tuple[flint.arb, flint.arb]] = field(default_factory=dict, repr=False)
 
@@ -165,6 +171,15 @@ class GrowthProblem:
         self._cache[delta] = (d_max_hi, d_min_lo)
         return d_max_hi, d_min_lo
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether the evaluation budget ``max_evaluations`` is spent."""
+        return self.max_evaluations is not None and self.evaluations >= self.max_evaluations
+
+    def affordable(self, delta: float) -> bool:
+        """Whether ``G(1 + delta)`` is cached or the budget allows one more evaluation."""
+        return delta in self._cache or not self.exhausted
+
     def growth(self, delta: float) -> flint.arb:
         """Ball of ``G(1 + delta)``."""
         d_max_hi, d_min_lo = self.pieces(delta)
@@ -198,6 +213,10 @@ class SearchOutcome:
     search is unresolved. ``sup_upper`` is a proven upper bound (a float rounded up, at
     most ``tol`` rounded up) of ``sup_{alpha >= 1 + delta_hi} G``: the largest upper end
     of the certified box bounds and of the half-line bound ``D^+_{L1}(1 + delta_max)``.
+    ``exhausted`` says the search stopped because the problem's evaluation budget ran out
+    (then ``resolved`` is ``False``; what was proven before that stays proven); if it ran
+    out before any violation was proven, ``closest`` is the ``delta`` in
+    ``[0, delta_hi]`` with the largest point value of ``G`` found by ``_closest_approach``.
     """
 
     delta_lo: float | None
@@ -206,6 +225,8 @@ class SearchOutcome:
     boxes: int
     resolved: bool
     sup_upper: float = math.inf
+    exhausted: bool = False
+    closest: float | None = None
 
 
 #: Largest ``alpha_max - 1`` tried before giving up (the tail bound makes this unreachable
@@ -259,8 +280,10 @@ def _sweep(
     ``[c, b]``, ``upper`` the largest box bound on it (rounded up); ``status`` is ``"ok"``
     (``c == a``), ``"violation"`` (``G(1 + x) > tol`` proven, ``a <= x < c``) or
     ``"stuck"`` (the box bound could not be brought below ``tol`` before the float
-    resolution of ``delta`` ran out). A failed box whose left end does not violate is
-    followed by one secant probe (``_secant_probe``) before the step is halved.
+    resolution of ``delta`` ran out) or ``"budget"`` (the problem's evaluation budget ran
+    out first; ``x == c``). A failed box whose left end does not violate is followed by one
+    secant probe (``_secant_probe``) before the step is halved. No evaluation is made
+    beyond the budget (``GrowthProblem.affordable``; cached points cost nothing).
     """
     c = b
     step = b - a
@@ -270,6 +293,8 @@ def _sweep(
         x = max(c - step, a)
         if not x < c or step <= c * 2.0**-50:
             return "stuck", c, x, boxes, upper
+        if not problem.affordable(x):
+            return "budget", c, c, boxes, upper
         bound = problem.box_bound(x, c)
         if problem.certified_le_tol(bound):
             c = x
@@ -280,7 +305,8 @@ def _sweep(
         if problem.certified_gt_tol(problem.growth(x)):
             return "violation", c, x, boxes, upper
         probe = _secant_probe(problem, a, x, c)
-        if probe is not None and problem.certified_gt_tol(problem.growth(probe)):
+        if (probe is not None and problem.affordable(probe)
+                and problem.certified_gt_tol(problem.growth(probe))):
             return "violation", c, probe, boxes, upper
         step /= 2.0
     return "ok", c, c, boxes, upper
@@ -304,6 +330,41 @@ def _violation_next_to(problem: GrowthProblem, lo: float, c: float, rtol: float)
     return None
 
 
+#: Golden-section steps of ``_closest_approach`` (the bracket shrinks by 0.618 per step).
+_GOLDEN_STEPS = 60
+
+
+def _closest_approach(problem: GrowthProblem, c: float) -> float:
+    """The ``delta in [0, c]`` with the largest ``G`` found by golden-section search.
+
+    Run only after the budget ran out with no violation proven: the sweep is then slow
+    because ``tol`` is within a tiny distance of a local maximum of ``G`` (or tangent to
+    it), and this locates that maximum (of the unimodal piece golden section follows, in
+    ``_GOLDEN_STEPS + 2`` evaluations) so the caller can say how close ``G`` comes to
+    ``tol``, or keep the point as a proven violation if its ball lies above ``tol``. A
+    heuristic for where to look only: nothing is claimed from it but that point value.
+    """
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+
+    def value(d: float) -> float:
+        return float(problem.growth(d).mid())
+
+    lo, hi = 0.0, c
+    x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    g1, g2 = value(x1), value(x2)
+    for _ in range(_GOLDEN_STEPS):
+        if g1 >= g2:
+            hi, x2, g2 = x2, x1, g1
+            x1 = hi - ratio * (hi - lo)
+            g1 = value(x1)
+        else:
+            lo, x1, g1 = x1, x2, g2
+            x2 = lo + ratio * (hi - lo)
+            g2 = value(x2)
+    candidates = [(value(0.0), 0.0), (g1, x1), (g2, x2)]
+    return max(candidates)[1]
+
+
 def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
     """Bracket ``delta*`` with certified sweeps and bisection (module docstring).
 
@@ -317,17 +378,31 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
     could not separate ``G`` from ``tol`` (a tangency, or too little precision); the
     bracket returned is then still proven on its upper end, and ``delta_lo`` is a proven
     violation or ``None`` (no violation proven).
+
+    With ``problem.max_evaluations`` set, the search stops when it needs an evaluation
+    beyond that many (checked before every new point of the sweeps and the bisection; the
+    half-line search ``_find_delta_max`` and the point probes are not interrupted, at most
+    42 and 7 evaluations): the outcome is then ``exhausted`` and unresolved, ``delta_hi`` is
+    the certified end reached so far and ``delta_lo`` the proven violation found so far, if
+    any. If none was, ``_closest_approach`` (62 more evaluations) looks for the maximum of
+    ``G`` left of ``delta_hi``: a proven violation there becomes ``delta_lo``, otherwise
+    its location is ``closest``. A budget never changes a search that finishes within it.
     """
     delta_max = _find_delta_max(problem)
     status, c, x, boxes, upper = _sweep(problem, 0.0, delta_max)
     boxes += 1  # the half-line beyond alpha_max
     upper = max(upper, float_up(problem.pieces(delta_max)[0]))
 
-    def outcome(lo: float | None, resolved: bool) -> SearchOutcome:
-        return SearchOutcome(lo, c, delta_max, boxes, resolved, upper)
+    def outcome(lo: float | None, resolved: bool, exhausted: bool = False) -> SearchOutcome:
+        return SearchOutcome(lo, c, delta_max, boxes, resolved, upper, exhausted)
 
     if status == "ok":
         return outcome(None, True)
+    if status == "budget":
+        near = _closest_approach(problem, c)
+        if problem.certified_gt_tol(problem.growth(near)):
+            return outcome(near, False, True)  # a proven violation after all (wide bracket)
+        return replace(outcome(None, False, True), closest=near)
     lo: float | None = x if status == "violation" else None
     if status == "stuck":
         lo = _violation_next_to(problem, -1.0, c, rtol)
@@ -337,6 +412,8 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
         mid = lo + (c - lo) / 2.0
         if not lo < mid < c:
             break  # float resolution of delta reached
+        if not problem.affordable(mid):
+            return outcome(lo, False, True)
         g = problem.growth(mid)
         if problem.certified_gt_tol(g):
             lo = mid
@@ -348,6 +425,8 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
         upper = max(upper, box_upper)
         if status == "violation":
             lo = max(lo, x)
+        elif status == "budget":
+            return outcome(lo, False, True)
         elif status == "stuck":
             nearer = _violation_next_to(problem, lo, c, rtol)
             if nearer is None:

@@ -144,10 +144,13 @@ class Diagnosis:
             out["margin"] = None if self.margin is None else {
                 "delta": self.margin.delta,
                 "delta_bracket": list(self.margin.delta_bracket),
+                "delta_lo_proven": self.margin.delta_lo_proven,
                 "alpha": self.margin.alpha,
                 "sup_method": self.margin.sup_method,
                 "meaning": "a log-distance prior -alpha ln(1+d) with alpha >= 1 + delta keeps "
-                "the growth of the distant mass within tol (THEORY.md §7); proven bracket",
+                "the growth of the distant mass within tol (THEORY.md §7); "
+                + ("proven bracket" if self.margin.delta_lo_proven else
+                   f"upper end proven; lower end not proven: {self.margin.delta_lo_reason}"),
             }
         if self.measurement is not None:
             out["measure"] = self.measurement.to_json()
@@ -190,10 +193,15 @@ class Diagnosis:
             )
             if self.margin is not None:
                 lo, hi = self.margin.delta_bracket
+                bracket = (
+                    f"proven bracket [{lo:.10g}, {hi:.10g}]" if self.margin.delta_lo_proven
+                    else f"upper end {hi:.10g} proven; lower end not proven: "
+                    f"{self.margin.delta_lo_reason}"
+                )
                 lines.append(
                     f"  margin: a log-distance prior -alpha ln(1+d) with alpha >= 1 + "
-                    f"{self.margin.delta:.10g} keeps it within tol (proven bracket "
-                    f"[{lo:.10g}, {hi:.10g}], THEORY.md §7, priors.margin)"
+                    f"{self.margin.delta:.10g} keeps it within tol ({bracket}, THEORY.md §7, "
+                    "priors.margin)"
                 )
         if self.measurement is not None:
             lines.append("")
