@@ -279,7 +279,7 @@ def _solve(S: torch.Tensor, log_b: torch.Tensor | None, rho: float, tol: float,
     g = torch.zeros(S.shape[:-1], dtype=S.dtype, device=S.device)  # (..., n): log v
     patience = STALL_SWEEPS + math.ceil(STALL_SWEEPS / (1.0 - rho))
     best, since_best, stalled = math.inf, 0, False
-    for sweeps in range(1, max_iter + 1):  # noqa: B007 (sweeps read after the loop)
+    for sweeps in range(1, max_iter + 1):
         x = Sh + g.unsqueeze(-2)  # (..., n, n): S' + g
         lse = torch.logsumexp(x, dim=-1)  # (..., n): -f'
         col = torch.logsumexp(Sh - lse.unsqueeze(-1), dim=-2)  # (..., n): log K'^T u'
@@ -308,7 +308,7 @@ class _ImplicitBatchUOT(torch.autograd.Function):
     """Plan and potentials of the fixed point, with the implicit-function gradient."""
 
     @staticmethod
-    def forward(ctx, S, log_b, rho, tol, max_iter, holder):  # noqa: D102
+    def forward(ctx, S, log_b, rho, tol, max_iter, holder):
         sol = _solve(S, log_b, rho, tol, max_iter)
         plan = torch.exp(sol.log_p)
         ctx.rho = rho
@@ -319,7 +319,7 @@ class _ImplicitBatchUOT(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, plan_bar, f_bar, g_bar):  # noqa: D102
+    def backward(ctx, plan_bar, f_bar, g_bar):
         (P,) = ctx.saved_tensors  # (..., n, n)
         rho = ctx.rho
         W = plan_bar * P  # (..., n, n); 0 where P = 0

@@ -34,11 +34,11 @@ def _mp_solve(scores: torch.Tensor, rho: float, dps: int = 40):
     n = scores.shape[-1]
     vals = scores.detach().double().tolist()  # exact: float32 -> float64 is exact
     with mpmath.workdps(dps):
-        kern = [[mpmath.exp(mpmath.mpf(vals[l][j])) for j in range(l + 1)] for l in range(n)]
+        kern = [[mpmath.exp(mpmath.mpf(vals[q][j])) for j in range(q + 1)] for q in range(n)]
         v = [mpmath.mpf(1)] * n
         for _ in range(20_000):
-            u = [1 / mpmath.fsum(kern[l][j] * v[j] for j in range(l + 1)) for l in range(n)]
-            v_new = [(1 / mpmath.fsum(kern[l][j] * u[l] for l in range(j, n))) ** rho
+            u = [1 / mpmath.fsum(kern[q][j] * v[j] for j in range(q + 1)) for q in range(n)]
+            v_new = [(1 / mpmath.fsum(kern[q][j] * u[q] for q in range(j, n))) ** rho
                      for j in range(n)]
             # relative change of log v (log v may be ~1e16 in size: an absolute test would
             # ask for more digits than dps holds)
@@ -49,15 +49,15 @@ def _mp_solve(scores: torch.Tensor, rho: float, dps: int = 40):
                 break
         else:  # pragma: no cover - the contraction makes this unreachable
             raise AssertionError("mpmath reference did not converge")
-        u = [1 / mpmath.fsum(kern[l][j] * v[j] for j in range(l + 1)) for l in range(n)]
-        plan = [[u[l] * kern[l][j] * v[j] if j <= l else mpmath.mpf(0) for j in range(n)]
-                for l in range(n)]
+        u = [1 / mpmath.fsum(kern[q][j] * v[j] for j in range(q + 1)) for q in range(n)]
+        plan = [[u[q] * kern[q][j] * v[j] if j <= q else mpmath.mpf(0) for j in range(n)]
+                for q in range(n)]
         return plan, [mpmath.log(x) for x in v]
 
 
 def _max_err(plan: torch.Tensor, ref: list[list[mpmath.mpf]]) -> float:
     p = plan.double().tolist()
-    return max(abs(float(ref[l][j]) - p[l][j]) for l in range(len(ref)) for j in range(len(ref)))
+    return max(abs(float(ref[q][j]) - p[q][j]) for q in range(len(ref)) for j in range(len(ref)))
 
 
 def _rows_err(plan: torch.Tensor) -> float:
@@ -243,7 +243,7 @@ def test_error_bound_contains_the_mpmath_distance_at_the_floor(dtype, rho):
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_tolerance_below_machine_epsilon_is_refused(dtype):
     eps = torch.finfo(dtype).eps
-    with pytest.raises(ValueError, match="tol .* below the resolution"):
+    with pytest.raises(ValueError, match=r"tol .* below the resolution"):
         batch_unbalanced_sinkhorn(torch.zeros(4, 4, dtype=dtype), 0.5, tol=eps / 2)
     # bfloat16 is computed in float32: its floor is float32's epsilon.
     with pytest.raises(ValueError, match="tol"):
