@@ -137,7 +137,8 @@ class BatchUOTInfo:
     ----------
     method : always ``"batch_uot"`` (log-domain scaling iteration on row-shifted scores).
     sweeps : number of ``(f, g)`` updates performed.
-    residual : measured on the returned plan (compute dtype), max over the batch of
+    residual : measured on the returned plan (in the compute dtype, before a cast back to
+        float16/bfloat16; row sums accumulated in float64), max over the batch of
         ``max(|T(g) - g|_inf, max_l |sum_j P[l,j] - 1|)``: the column fixed-point residual of
         the returned ``log_v`` (equal to ``(1 - rho)`` times the column optimality defect
         ``|g + kappa (log colsum - log b)|``) and the row-sum error.
@@ -209,7 +210,11 @@ def _validate_tol(tol: object, dtype: torch.dtype) -> float:
         return default_batch_tol(dtype)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
         raise ValueError(f"tol must be a positive finite real number, got {tol!r}")
-    value = float(tol)
+    try:
+        value = float(tol)
+    except OverflowError:  # an int beyond the float range
+        raise ValueError("tol must be a positive finite real number, got an integer "
+                         "beyond the float range") from None
     if not (math.isfinite(value) and value > 0.0):
         raise ValueError(f"tol must be a positive finite real number, got {value!r}")
     eps = torch.finfo(dtype).eps
@@ -241,8 +246,8 @@ def _log_col_target(
     try:
         b = torch.as_tensor(col_target)
     except (TypeError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"col_target must be a tensor of positive reals, got {col_target!r}"
-                         ) from exc
+        raise ValueError("col_target must be a tensor of positive reals, got "
+                         f"{type(col_target).__name__} that torch cannot convert") from exc
     if b.dtype == torch.bool or b.is_complex():
         raise ValueError(f"col_target must have a real (integer or floating) dtype, "
                          f"got {b.dtype}")
@@ -399,7 +404,11 @@ def batch_unbalanced_sinkhorn(
     _check_not_meta(rho, "rho")
     if isinstance(rho, torch.Tensor) and rho.requires_grad:
         raise ValueError("rho: gradients with respect to rho are not provided; pass a float")
-    rho = validate_rho(rho)
+    try:
+        rho = validate_rho(rho)
+    except OverflowError:  # an int beyond the float range
+        raise ValueError("rho must be finite and in [0, 1), got an integer beyond the float "
+                         "range") from None
     out_dtype = scores.dtype
     dtype = torch.float64 if out_dtype == torch.float64 else torch.float32
     tol = _validate_tol(tol, dtype)

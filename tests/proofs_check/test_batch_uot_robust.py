@@ -271,6 +271,8 @@ class _Opaque:
         ({"tol": -1e-3}, "tol must be a positive finite"),
         ({"tol": "1e-5"}, "tol must be a positive finite"),
         ({"tol": 1e-300}, "tol .*below the resolution"),
+        ({"tol": 10**400}, "tol must be a positive finite"),
+        ({"rho": 10**400}, "rho"),
         ({"max_iter": 0}, "max_iter must be a positive integer"),
         ({"max_iter": -5}, "max_iter must be a positive integer"),
         ({"max_iter": 2.5}, "max_iter must be a positive integer"),
