@@ -76,7 +76,7 @@ def test_gradient_is_not_the_final_sweep_gradient():
     (wrong,) = torch.autograd.grad((one_sweep * weight).sum(), scores)
     assert torch.allclose(one_sweep, res.plan, atol=1e-10)  # same forward value
     gap = float((grad - wrong).abs().max())
-    assert gap > 1e-2, gap  # measured 0.1-0.5 at rho = 0.9; the gradcheck tolerance is 1e-6
+    assert gap > 1e-2, gap  # measured 0.16-0.60 (seeds 3..7), gradient entries <= 0.44
 
 
 def test_requires_grad_records_no_sweeps_and_warns_nothing():
