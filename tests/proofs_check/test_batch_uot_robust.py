@@ -95,7 +95,8 @@ def test_large_scores_agree_with_mpmath(kind, rho):
     eps = torch.finfo(scores.dtype).eps
     # Rows are a softmax of the shifted scores: n terms of round-off, whatever the scale.
     assert _rows_err(res.plan) <= 4 * n * eps
-    assert res.info.residual >= _rows_err(res.plan)  # measured on the returned plan
+    # measured on the returned plan (1e-15: the order of a float64 summation)
+    assert res.info.residual >= _rows_err(res.plan) - 1e-15
     # |delta log P| <= |delta g_j| + |delta f_l| <= 2 |g - g*| <= 2 r / (1 - rho) in exact
     # arithmetic (entries <= 1, so the absolute error is at most that), plus round-off: 64 eps
     # for float64 inputs (shifted exponents of size O(1)); 1e-5 for float32 (log-potentials
@@ -193,7 +194,7 @@ def test_tolerance_at_the_resolution_ends_honestly(dtype):
         assert res.info.sweeps <= 2000, (seed, rho, res.info.sweeps)
         warned = [w for w in caught if issubclass(w.category, BatchUOTConvergenceWarning)]
         assert res.info.converged == (res.info.residual <= eps) == (not warned)
-        assert res.info.residual >= _rows_err(res.plan)
+        assert res.info.residual >= _rows_err(res.plan) - 1e-15  # summation order
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
