@@ -158,8 +158,10 @@ def test_non_convergence_warns():
         res = batch_unbalanced_sinkhorn(scores, 0.9, max_iter=3)
     assert not res.info.converged and res.info.sweeps == 3
     assert res.info.residual > res.info.tol
-    # The reported error bound is the contraction bound rho r / (1 - rho).
-    assert res.info.error_bound == pytest.approx(9 * res.info.residual, rel=1e-12)
+    # The reported error bound is the contraction bound (r + delta) / (1 - rho) for the
+    # returned log v, whose residual r = |T(g) - g| is measured; delta is the rounding
+    # allowance 8 eps (1 + log2 n + max|f'| + max|g|) ~ 1e-13 here, so /(1 - rho) ~ 1e-12.
+    assert 10 * res.info.residual <= res.info.error_bound <= 10 * res.info.residual + 1e-11
 
 
 def test_error_bound_contains_the_distance_to_the_fixed_point():
