@@ -169,7 +169,7 @@ def mass_report(
         from priors.brackets import window_mass_brackets
 
         series = window_mass_brackets(w, n, enc.alpha, dps=dps)
-    digits = dps if enc.max_digits is None else min(dps, enc.max_digits)
+    digits = enc.mass_digits(w, n, dps)
     note = getattr(enc, "summation_note", None)
     return MassReport(
         encoding=enc.name,

@@ -180,6 +180,12 @@ class Encoding(ABC):
         tail = self.weight_sum(w, n, length=lkw, dps=work)
         return s_w, tail, dps
 
+    def mass_digits(self, window: int, length: int, dps: int) -> int:
+        """Correct significant digits of the masses at ``(W, l)`` computed at ``dps``:
+        ``dps``, or ``max_digits`` for float64-backed encodings (overridden where the
+        summation carries its own error bound)."""
+        return dps if self.max_digits is None else min(dps, self.max_digits)
+
     def _warn_digits(self, dps: int) -> None:
         if self.max_digits is not None and dps > self.max_digits:
             warnings.warn(
