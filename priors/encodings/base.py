@@ -55,6 +55,11 @@ def finite_param(value: object, name: str) -> float:
     out = float(value)
     if not math.isfinite(out):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    if out != value:  # exact comparison (Fraction, high-precision mpf): no silent rounding
+        raise ValueError(
+            f"{name} = {value!r} is not exactly a float64 (it would be read as {out!r}); "
+            "pass a float"
+        )
     return out
 
 
@@ -211,6 +216,12 @@ class Encoding(ABC):
             value = tail / (s_w + tail)
         with mpmath.workdps(dps):
             return +value
+
+    @property
+    def limit_known(self) -> bool:
+        """Whether ``M_inf(W)`` is determined (False for a bias given on a finite range
+        with no stated continuation)."""
+        return True
 
     def limit_window_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """``M_inf(W) = S_W / S_inf`` (THEORY.md §5); 0 for a diluting prior."""
