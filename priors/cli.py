@@ -144,7 +144,7 @@ def count(text: str, *, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
     if not value.is_finite():
         raise ValueError(f"not an integer: {echo(text)}")
     if value > maximum:
-        raise ValueError(f"must be <= {maximum:.0e}, got {echo(text)}")
+        raise ValueError(f"must be <= {maximum:.0e}, got {echo(text)}".replace("e+", "e"))
     if value < minimum:
         raise ValueError(f"must be >= {minimum}, got {echo(text)}")
     if value != value.to_integral_value():

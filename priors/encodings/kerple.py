@@ -48,15 +48,21 @@ class KerpleLog(Encoding):
     def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
         return -self.r1 * np.log1p(self.r2 * d)
 
+    def _extra_dps(self) -> int:
+        # (d + 1/r2)^-r1 and r2^-r1 turn a relative error e of the base into r1 e: the
+        # inexact shift 1/r2 needs log10(r1) more digits than the result
+        return 5 + max(0, math.ceil(math.log10(self.r1)))
+
     def _shift_scale(self, dps: int) -> tuple[mpmath.mpf, mpmath.mpf]:
-        with mpmath.workdps(dps + 20):
+        with mpmath.workdps(dps + 20 + self._extra_dps()):
             r2 = mpmath.mpf(self.r2)
             return 1 / r2, r2 ** (-mpmath.mpf(self.r1))
 
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
-        value = power_sum(lo, hi, self.r1, shift=shift, dps=dps + 5)
-        with mpmath.workdps(dps + 5):
+        extra = self._extra_dps()
+        value = power_sum(lo, hi, self.r1, shift=shift, dps=dps + extra)
+        with mpmath.workdps(dps + extra):
             value = scale * value
         with mpmath.workdps(dps):
             return +value
@@ -69,7 +75,7 @@ class KerpleLog(Encoding):
 
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
-        with mpmath.workdps(dps + 10):
+        with mpmath.workdps(dps + 10 + self._extra_dps()):
             value = scale * mpmath.zeta(mpmath.mpf(self.r1), w + shift)
         with mpmath.workdps(dps):
             return +value
