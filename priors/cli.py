@@ -34,6 +34,7 @@ __all__ = [
     "OutputError",
     "Parser",
     "UsageError",
+    "argtype",
     "count",
     "echo",
     "emit",
@@ -89,6 +90,20 @@ class Parser(argparse.ArgumentParser):
                 emit(message, end="")
             else:
                 _write_quietly(file, message)
+
+
+def argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a parser of this module: its ``ValueError`` message
+    becomes argparse's (``argument --x: MESSAGE``)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def echo(text: object, limit: int = _ECHO) -> str:

@@ -43,7 +43,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from priors.cli import Parser, UsageError, count, echo, emit, read_text, real, run
+from priors.cli import Parser, UsageError, argtype, count, echo, emit, read_text, real, run
 
 __all__ = ["main"]
 
@@ -67,22 +67,9 @@ _PARAMS: dict[str, tuple[str, ...]] = {
 _REQUIRED = {"t5": ("table",), "user": ("values",)}
 
 
-def _option(parse: Any) -> Any:
-    """An argparse type from a ``priors.cli`` parser (its ValueError becomes the message)."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = getattr(parse, "__name__", "value")
-    return convert
-
-
-_real = _option(lambda t: real(t, exact=True))
-_count = _option(count)
-_positive_count = _option(lambda t: count(t, minimum=1))
+_real = argtype(lambda t: real(t, exact=True))
+_count = argtype(count)
+_positive_count = argtype(lambda t: count(t, minimum=1))
 
 
 def _dps(text: str) -> int:
