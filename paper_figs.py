@@ -55,8 +55,9 @@ from typing import Any
 
 import numpy as np
 
-from priors.cli import Parser, UsageError, echo
+from priors.cli import Parser, UsageError, check_writable_dir, echo
 from priors.cli import progress as _stderr_line
+from priors.cli import run as run_cli
 
 __all__ = [
     "ENCODING_COLORS",
@@ -978,8 +979,9 @@ def _check_out(text: str) -> Path:
     probe = out
     while not probe.exists():
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise _UsageError(f"--out: {echo(str(probe))} is not a writable directory")
+    if not probe.is_dir():
+        raise _UsageError(f"--out: {echo(str(probe))} is not a directory")
+    check_writable_dir(str(probe), "--out")
     return out
 
 
@@ -1010,9 +1012,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python paper_figs.py [--out DIR] [--only NAME,...] [--quick] [--format]``.
 
-    Returns 0 on success, 2 on bad arguments (one line on stderr), 1 if a figure failed
-    (one line on stderr; nothing is written).
+    Returns 0 on success, 2 on bad arguments (one line on stderr; an unwritable ``--out``
+    included), 1 if a figure failed (one line on stderr; nothing is written); a closed
+    pipe as in ``priors.cli``.
     """
+    return run_cli(PROG, _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         names = (list(FIGURES) if args.only is None

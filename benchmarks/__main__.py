@@ -22,7 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from priors.cli import OutputError, Parser, UsageError, echo, emit, progress, run
+from priors.cli import (
+    OutputError,
+    Parser,
+    UsageError,
+    check_writable_dir,
+    echo,
+    emit,
+    progress,
+    run,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 AREAS = ("margin", "masses", "operators", "end_to_end", "diagnose")
@@ -143,8 +152,7 @@ def _check_out(text: str) -> Path:
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"--out: directory {echo(str(parent))} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out: directory {echo(str(parent))} is not writable")
+    check_writable_dir(str(parent), "--out")
     if out.exists() and not os.access(out, os.W_OK):
         raise UsageError(f"--out: {echo(text)} is not writable")
     return out

@@ -35,6 +35,7 @@ __all__ = [
     "Parser",
     "UsageError",
     "argtype",
+    "check_writable_dir",
     "count",
     "echo",
     "emit",
@@ -181,6 +182,20 @@ def read_text(path: str, option: str, *, limit: int = 1 << 24) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{option}: {echo(path)} is not a UTF-8 text file") from None
+
+
+def check_writable_dir(path: str, option: str) -> None:
+    """``UsageError`` unless a file can be created in the directory ``path`` (probed by
+    creating and removing an empty temporary file: permissions alone miss read-only
+    mounts and root)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+    except OSError as exc:
+        raise UsageError(f"{option}: cannot write in {echo(path)}: {exc.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _write_quietly(stream: Any, text: str) -> None:
