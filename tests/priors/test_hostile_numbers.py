@@ -6,6 +6,7 @@ closed form, no tail formula), never the code under test.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import mpmath
@@ -120,3 +121,138 @@ def test_sandwich_digits_follow_the_float64_bias_error():
 def test_sandwich_refuses_what_it_cannot_compute(kwargs, length, needle):
     with pytest.raises(ValueError, match=needle):
         mass_report(Sandwich(**kwargs), 8, length)
+
+
+# ------------------------------------------------------------- the mass command (items 6-9)
+
+
+def _mass(capsys, *argv):
+    from priors.mass import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_integers_are_parsed_exactly(capsys):
+    # float() would turn them into 1e18 and ...992; NoPE's M = W/l is the exact reference
+    code, out, _ = _mass(capsys, "--encoding", "nope", "--window", "9007199254740993",
+                         "--length", "999999999999999999", "--json")
+    j = json.loads(out)
+    assert code == 0 and j["window"] == 9007199254740993 and j["length"] == 999999999999999999
+    with mpmath.workdps(60):
+        ref = mpmath.mpf(9007199254740993) / 999999999999999999
+        assert abs(mpmath.mpf(j["window_mass"]) - ref) <= ref * mpmath.mpf(10) ** -29
+
+
+def test_user_bias_without_tail_has_an_unknown_limit(capsys, tmp_path):
+    f = tmp_path / "u.txt"
+    f.write_text("0 -1 -2 -3 -4 -5 -6 -7")
+    code, out, _ = _mass(capsys, "--encoding", "user", "--values", str(f), "--window", "2",
+                         "--length", "8", "--json")
+    assert code == 0 and json.loads(out)["limit_window_mass"] is None
+    code, out, _ = _mass(capsys, "--encoding", "user", "--values", str(f), "--window", "2",
+                         "--length", "8")
+    assert "limit M_inf(W) = unknown" in out and "0.0" not in out.split("limit")[1].split("\n")[0]
+    from priors.encodings import UserBias
+
+    with pytest.raises(ValueError, match="unknown"):
+        UserBias([0.0, -1.0]).limit_window_mass(1)
+
+
+@pytest.mark.parametrize("alpha", ["2", "1e6"])
+def test_series_brackets_are_clipped_to_the_unit_interval(capsys, alpha):
+    code, out, _ = _mass(capsys, "--encoding", "log-distance", "--alpha", alpha, "--window",
+                         "512", "--length", "65536", "--json")
+    assert code == 0
+    j = json.loads(out)
+    with mpmath.workdps(60):
+        m = mpmath.mpf(j["window_mass"])
+        for lo, hi in j["series_bracket"].values():
+            assert 0 <= mpmath.mpf(lo) <= m <= mpmath.mpf(hi) <= 1
+
+
+def test_decimals_float64_cannot_hold_are_refused(capsys):
+    from fractions import Fraction
+
+    from priors.encodings import LogDistance
+
+    code, out, err = _mass(capsys, "--encoding", "log-distance", "--alpha",
+                           "1.0000000000000000001", "--window", "4", "--length", "8")
+    assert code == 2 and out == "" and "--alpha" in err and "float64" in err
+    # the API: a value that float() would round is refused, never classified as 1.0
+    with pytest.raises(ValueError, match="alpha"):
+        LogDistance(Fraction(10**19 + 1, 10**19))
+    with mpmath.workdps(30), pytest.raises(ValueError, match="alpha"):
+        LogDistance(mpmath.mpf("1.0000000000000000001"))
+    # a decimal that is the float it prints as is fine
+    assert LogDistance(1.1).classify().label == "summable"
+
+
+@pytest.mark.parametrize(
+    "value,needle",
+    [("1e400", "overflows"), ("1e-400", "underflows"), ("-inf", "finite"),
+     ("9" * 400, "chars)")],
+)
+def test_messages_name_the_problem(capsys, value, needle):
+    code, out, err = _mass(capsys, "--encoding", "log-distance", "--alpha", value,
+                           "--window", "4", "--length", "8")
+    assert code == 2 and out == "" and needle in err and len(err) < 300
+    assert "expected one argument" not in err  # -inf is a value, not an option
+
+
+def test_dps_is_capped_like_the_margin_command(capsys):
+    code, _, err = _mass(capsys, "--encoding", "nope", "--window", "4", "--length", "8",
+                         "--dps", "2000")
+    assert code == 2 and "--dps" in err and "1000" in err
+
+
+def test_help_shows_the_defaults_used_silently(capsys):
+    from priors.encodings import ALiBi, CausalOTPrior, KerpleLog, LogDistance
+
+    with pytest.raises(SystemExit):
+        from priors.mass import _parser
+
+        _parser().parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for default in (LogDistance.alpha, ALiBi.slope, KerpleLog.r1, CausalOTPrior.rho):
+        assert f"default {default!r}" in out
+
+
+def test_t5_far_max_distance_and_large_last_entry():
+    from priors.encodings import T5Buckets, t5_bucket
+
+    table = [-0.01 * k for k in range(31)] + [710.0]
+    enc = T5Buckets(table=table, max_distance=10**18)
+    sat = enc.saturation  # closed form; an arange to 1e18 would need exabytes
+    assert int(t5_bucket(sat, 32, 10**18)) == 31 and int(t5_bucket(sat - 1, 32, 10**18)) < 31
+    assert enc.classify().label == "dilutes"  # e^710 overflows a float: no OverflowError
+    # against enumeration where it is possible
+    small = T5Buckets(table=table, max_distance=1000)
+    buckets = t5_bucket(np.arange(1001), 32, 1000)
+    assert small.saturation == int(np.argmax(buckets == 31))
+
+
+def test_huge_exponent_certify_finishes_and_agrees():
+    # alpha = 1e308: S_W = 1 + 2^-alpha + ... = 1 to far beyond 30 digits, so D equals
+    # sum_{k>W} k^-alpha = (W+1)^-alpha (1 + ((W+1)/(W+2))^alpha + ...) = (W+1)^-alpha
+    from priors.certified import certified_masses
+    from priors.encodings import LogDistance
+
+    enc = LogDistance(1e308)
+    with mpmath.workdps(40):
+        ref = mpmath.power(mpmath.mpf(5), -mpmath.mpf(1e308))
+    d = enc.distant_mass(4, 10**18)
+    with mpmath.workdps(40):
+        assert abs(d - ref) <= ref * mpmath.mpf(10) ** -28
+    ball = certified_masses(enc, 4, 10**18).distant_mass
+    assert ball.is_finite() and ball.rel_accuracy_bits() > 100
+
+
+def test_kerple_log_huge_r1_limit_is_a_mass():
+    from priors.encodings import KerpleLog
+
+    # r1 = r2 = 1e308: the d = 0 term is 1 and every other (1 + r2 d)^-r1 is below
+    # 10^-(1e308 * 308): M_inf(4) = 1 to any printed precision
+    lim = KerpleLog(1e308, 1e308).limit_window_mass(4)
+    assert lim == 1

@@ -198,6 +198,8 @@ def test_tf32_disabled_in_a_mixed_api_state():
     [
         ["--only", "no_such_check"],
         ["--only", "§42"],
+        ["--only", ""],  # an empty selection is refused, not read as "everything"
+        ["--only", "a,,b"],
         ["--dtype", "float16"],
         ["--device", "tpu"],
         ["--device", "not a device"],
