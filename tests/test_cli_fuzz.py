@@ -370,6 +370,8 @@ _COMMANDS = [
 ]
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full") or not os.path.exists("/bin/bash"),
+                    reason="needs /dev/full and bash (Linux)")
 @pytest.mark.parametrize("argv", _COMMANDS, ids=lambda a: a[2] if a[1] == "-m" else a[1])
 def test_closed_pipe_and_full_disk(argv):
     # closed pipe: the reader exits at once; the command must end quietly, status 0
