@@ -55,6 +55,10 @@ from typing import Any
 
 import numpy as np
 
+from priors.cli import Parser, UsageError, check_writable_dir, echo
+from priors.cli import progress as _stderr_line
+from priors.cli import run as run_cli
+
 __all__ = [
     "ENCODING_COLORS",
     "FIGURES",
@@ -146,7 +150,7 @@ def rho_label(rho: float) -> str:
 
 
 def _progress(message: str) -> None:
-    print(f"[{PROG}] {message}", file=sys.stderr, flush=True)
+    _stderr_line(PROG, message)  # never raises, even on a closed stderr
 
 
 def _log_grid(lo: float, hi: float, per_decade: float) -> np.ndarray:
@@ -961,27 +965,38 @@ def run(names: Sequence[str], out: Path, *, quick: bool = False,
     return manifest
 
 
-class _UsageError(Exception):
-    pass
+_UsageError = UsageError  # bad arguments: one line on stderr, exit status 2 (priors.cli)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
+def _check_out(text: str) -> Path:
+    """``--out`` before any work: a directory, existing and writable, or creatable under
+    a writable existing directory."""
+    if not text.strip():
+        raise _UsageError("--out: empty path")
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise _UsageError(f"--out {echo(text)} exists and is not a directory")
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise _UsageError(f"--out: {echo(str(probe))} is not a directory")
+    check_writable_dir(str(probe), "--out")
+    return out
 
 
 def _parse_list(text: str, allowed: Sequence[str], what: str) -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
-        raise _UsageError(f"{what} must be a comma-separated list, got {text!r}")
+        raise _UsageError(f"{what} must be a comma-separated list, got {echo(text)}")
     bad = [t for t in items if t not in allowed]
     if bad:
-        raise _UsageError(f"unknown {what} {bad[0]!r} (choose from {', '.join(allowed)})")
+        raise _UsageError(f"unknown {what} {echo(bad[0])} (choose from {', '.join(allowed)})")
     return list(dict.fromkeys(items))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="paper_figs.py", description=(
+    parser = Parser(prog="paper_figs.py", description=(
         "Regenerate the theory figures (THEORY.md §1-§7) from the toolkit's code: PNG and "
         "PDF per figure and manifest.json with the numbers plotted."))
     parser.add_argument("--out", default="figures", help="output directory (default figures/)")
@@ -997,25 +1012,30 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python paper_figs.py [--out DIR] [--only NAME,...] [--quick] [--format]``.
 
-    Returns 0 on success, 2 on bad arguments (one line on stderr), 1 if a figure failed
-    (one line on stderr; nothing is written).
+    Returns 0 on success, 2 on bad arguments (one line on stderr; an unwritable ``--out``
+    included), 1 if a figure failed (one line on stderr; nothing is written); a closed
+    pipe as in ``priors.cli``.
     """
+    return run_cli(PROG, _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         names = (list(FIGURES) if args.only is None
                  else _parse_list(args.only, list(FIGURES), "figure"))
         formats = _parse_list(args.format, FORMATS, "format")
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise _UsageError(f"--out {str(out)!r} exists and is not a directory")
+        out = _check_out(args.out)
         missing = [m for m in ("torch", "matplotlib") if importlib.util.find_spec(m) is None]
         if missing:
             raise _UsageError(
                 f"{' and '.join(missing)} not installed; pip install -e '.[torch,plot]'"
             )
     except _UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
     t0 = time.perf_counter()
     try:
         run(names, out, quick=args.quick, formats=formats)

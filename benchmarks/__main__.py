@@ -9,7 +9,7 @@ module states its repeats), with min and max beside them.
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -21,6 +21,17 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from priors.cli import (
+    OutputError,
+    Parser,
+    UsageError,
+    check_writable_dir,
+    echo,
+    emit,
+    progress,
+    run,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 AREAS = ("margin", "masses", "operators", "end_to_end", "diagnose")
@@ -112,63 +123,92 @@ def _format_value(value: Any) -> str:
 
 def print_table(area: str, rows: list[dict[str, Any]]) -> None:
     """One plain-text table per area, columns = union of the rows' keys (floats at 4 digits)."""
-    print(f"\n== {area} ==")
+    lines = [f"\n== {area} =="]
     if not rows:
-        print("(no rows)")
+        emit("\n".join([*lines, "(no rows)"]))
         return
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
     cells = [[_format_value(row.get(k, "")) for k in keys] for row in rows]
     widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
-    print("  ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True)))
+    lines.append("  ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True)))
     for c in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
+        lines.append("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
+    emit("\n".join(lines))
 
 
-class _BadArguments(Exception):
-    pass
+PROG = "benchmarks"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports bad arguments as one line (raised, turned into exit 2)."""
+def _check_out(text: str) -> Path:
+    """``--out`` validated before any benchmark runs: a file path whose directory exists
+    and is writable (``UsageError`` otherwise)."""
+    if not text.strip():
+        raise UsageError("--out: empty path")
+    out = Path(text)
+    if out.is_dir():
+        raise UsageError(f"--out: {echo(text)} is a directory, not a file")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"--out: directory {echo(str(parent))} does not exist")
+    check_writable_dir(str(parent), "--out")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise UsageError(f"--out: {echo(text)} is not writable")
+    return out
 
-    def error(self, message: str):  # type: ignore[override]
-        raise _BadArguments(message)
+
+def _write_results(out: Path, results: dict[str, Any]) -> None:
+    """Atomically: a temporary file beside ``out``, then ``os.replace``; removed on failure."""
+    fd, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=".results-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(results, fh, indent=2, default=str)
+        os.replace(tmp_name, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+def _main(argv: list[str] | None) -> int:
+    parser = Parser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run (small sizes, few repeats)")
     parser.add_argument("--only", default=",".join(AREAS), help=f"comma list from {AREAS}")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"))
-    try:
-        args = parser.parse_args(argv)
-    except _BadArguments as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    areas = [a.strip() for a in args.only.split(",") if a.strip()]
-    unknown = [a for a in areas if a not in AREAS]
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"),
+                        help="results file (default benchmarks/results.json)")
+    args = parser.parse_args(argv)
+    items = [a.strip() for a in args.only.split(",")]
+    if not args.only.strip() or any(not a for a in items):
+        raise UsageError(f"--only: empty area in {echo(args.only)}; choose from {AREAS}")
+    unknown = [a for a in items if a not in AREAS]
     if unknown:
-        print(f"error: --only: unknown area(s) {unknown}; choose from {AREAS}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--only: unknown area(s) {echo(unknown)}; choose from {AREAS}")
+    areas = list(dict.fromkeys(items))
+    out = _check_out(args.out)  # before minutes of benchmarks, not after
     results: dict[str, Any] = {"machine": describe_machine(), "quick": args.quick, "areas": {}}
-    for area in areas:
-        print(f"[benchmarks] {area} ...", file=sys.stderr, flush=True)
+    for i, area in enumerate(areas, 1):
+        progress(PROG, f"[{i}/{len(areas)}] {area}: running")
+        start = time.perf_counter()
         if area == "end_to_end":
             rows = run_end_to_end(args.quick)
         else:
             rows = importlib.import_module(f"benchmarks.{area}").run(quick=args.quick)
         results["areas"][area] = rows
+        progress(PROG, f"[{i}/{len(areas)}] {area}: done ({time.perf_counter() - start:.1f} s)")
         print_table(area, rows)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
-        json.dump(results, fh, indent=2, default=str)
-        tmp_name = fh.name
-    os.replace(tmp_name, out)
-    print(f"\nwrote {out}", file=sys.stderr)
+    try:
+        _write_results(out, results)
+    except OSError as exc:
+        raise OutputError(f"cannot write {echo(str(out))}: {exc.strerror}") from None
+    progress(PROG, f"wrote {out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; exit status 0, 2 on bad arguments (one line, nothing run or
+    written), 1 when the results cannot be written (``priors.cli`` contract)."""
+    return run(PROG, _main, argv)
 
 
 if __name__ == "__main__":

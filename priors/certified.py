@@ -66,7 +66,7 @@ from priors.encodings.kerple import KerpleLog
 from priors.encodings.log_distance import LogDistance
 from priors.encodings.nope import NoPE
 from priors.encodings.t5 import T5Buckets, t5_bucket
-from priors.harmonic import exact_arb, harmonic_tail_arb
+from priors.harmonic import exact_arb, harmonic_tail_arb, steep_power_sum_arb
 
 __all__ = [
     "CERTIFIED_ENCODINGS",
@@ -200,7 +200,11 @@ def _log_distance_sums(enc: LogDistance, w: int, n: int) -> Callable[[], Sums]:
         work = flint.ctx.prec
         s_w = harmonic_tail_arb(0, w, enc.alpha, prec=work)
         tail = harmonic_tail_arb(w, n, enc.alpha, prec=work)
-        total = exact_arb(enc.alpha).zeta() if enc.alpha > 1 else None
+        steep = steep_power_sum_arb(0, None, exact_arb(enc.alpha), flint.arb(1), work)
+        if enc.alpha <= 1:
+            total = None
+        else:
+            total = steep if steep is not None else exact_arb(enc.alpha).zeta()
         return s_w, tail, total
 
     return sums
@@ -213,6 +217,9 @@ def _kerple_log_sum(r1: flint.arb, r2: flint.arb, lo: int, hi: int) -> flint.arb
     if hi - lo <= _DIRECT_TERMS:
         return sum(((1 + r2 * d) ** (-r1) for d in range(lo, hi)), flint.arb(0))
     q = 1 / r2
+    steep = steep_power_sum_arb(lo, hi, r1, q, flint.ctx.prec)
+    if steep is not None:
+        return r2 ** (-r1) * steep
     if r1.is_exact() and r1 == 1:
         inner = (hi + q).digamma() - (lo + q).digamma()
     else:
@@ -223,7 +230,13 @@ def _kerple_log_sum(r1: flint.arb, r2: flint.arb, lo: int, hi: int) -> flint.arb
 def _kerple_log_sums(enc: KerpleLog, w: int, n: int) -> Callable[[], Sums]:
     def sums() -> Sums:
         r1, r2 = exact_arb(enc.r1), exact_arb(enc.r2)
-        total = r2 ** (-r1) * r1.zeta(1 / r2) if enc.r1 > 1 else None
+        steep = steep_power_sum_arb(0, None, r1, 1 / r2, flint.ctx.prec)
+        if enc.r1 <= 1:
+            total = None
+        elif steep is not None:
+            total = r2 ** (-r1) * steep
+        else:
+            total = r2 ** (-r1) * r1.zeta(1 / r2)
         return _kerple_log_sum(r1, r2, 0, w), _kerple_log_sum(r1, r2, w, n), total
 
     return sums

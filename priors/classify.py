@@ -96,6 +96,19 @@ class Classification:
         }
 
 
+def _exp_sum(values: np.ndarray) -> float | str:
+    """``sum e^{v}`` to float64 rounding (``e^{top} fsum(e^{v - top})``, no overflow warning):
+    a float, or its 17-digit decimal string beyond the float range."""
+    top = float(values.max())
+    part = math.fsum(np.exp(values - top).tolist())
+    if top < 700:
+        return math.exp(top) * part
+    import mpmath
+
+    with mpmath.workdps(20):
+        return mpmath.nstr(mpmath.exp(mpmath.mpf(top)) * part, 17)
+
+
 def classify_values(
     values: Any, *, margin: float = DEFAULT_MARGIN, start: int = 0
 ) -> Classification:
@@ -120,7 +133,7 @@ def classify_values(
     sums = {}
     k = 1
     while k <= m:
-        sums[str(start + k)] = math.fsum(np.exp(arr[:k]).tolist())
+        sums[str(start + k)] = _exp_sum(arr[:k])
         k *= 2
     evidence["partial_sums"] = sums
     if m < MIN_SAMPLES or d2 == d1:

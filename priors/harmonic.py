@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mpmath
 
@@ -148,6 +148,11 @@ def power_sum(
         with mpmath.workdps(dps):
             return +mpmath.mpf(0)
     work = dps + _GUARD_DPS
+    if a > _STEEP_ALPHA and hi - lo > _DIRECT_TERMS:
+        steep = _steep_power_sum(lo, hi, a, q, work)
+        if steep is not None:
+            with mpmath.workdps(dps):
+                return +steep
     for _ in range(8):
         with mpmath.workdps(work):
             if hi - lo <= _DIRECT_TERMS:
@@ -170,6 +175,21 @@ def power_sum(
         work = dps + _GUARD_DPS + math.ceil(loss) + 2
     with mpmath.workdps(dps):
         return +value
+
+
+def _steep_power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, work: int) -> Any:
+    """The first terms of a power sum with a huge exponent, plus half the integral-test
+    bound of the rest (``[0, (K-1+q)^(1-a)/(a-1)]``), once that bound is below
+    ``10^-work`` of the first term; ``None`` if 64 terms do not get there."""
+    with mpmath.workdps(work):
+        first = (lo + q) ** (-a)
+        partial = mpmath.mpf(0)
+        for k in range(lo, min(hi, lo + _DIRECT_TERMS)):
+            partial += (k + q) ** (-a)
+            bound = (k + q) ** (1 - a) / (a - 1)
+            if bound <= first * mpmath.mpf(10) ** (-work):
+                return partial + bound / 2
+    return None
 
 
 def harmonic_tail(lo: int, hi: int, alpha: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
@@ -220,6 +240,51 @@ def exact_arb(alpha: object) -> flint.arb:
     return flint.arb(str(alpha))
 
 
+#: Exponents from which a steep power sum is tried as a few terms plus a tail bound.
+_STEEP_ALPHA = 2**20
+#: Terms summed at most in that case.
+_STEEP_TERMS = 64
+
+
+def steep_power_sum_arb(
+    lo: int, hi: int | None, alpha: flint.arb, shift: flint.arb, prec: int
+) -> flint.arb | None:
+    """``sum_{k=lo}^{hi-1} (k + shift)^-alpha`` (``hi=None``: to infinity) for a huge
+    exponent, where the first terms carry everything: a ball, or ``None`` if it does not
+    apply (``alpha < 2^20``, or 64 terms do not bring the tail below ``2^-(prec+16)``).
+
+    With ``K`` terms summed, the rest is in ``[0, (K - 1 + shift)^(1-alpha) / (alpha-1)]``
+    (integral test: the terms decrease), put into the ball as its radius. Arb's Hurwitz
+    zeta at such exponents (``alpha = 1e308``) does not finish.
+    """
+    import flint
+
+    if not (alpha.is_exact() and alpha > _STEEP_ALPHA and shift > 0):
+        return None
+    end = hi if hi is not None else math.inf
+    if end <= lo:
+        return flint.arb(0)
+    size = float(alpha.mid())
+    if not math.isfinite(size):
+        return None
+    # x^-alpha = exp(-alpha ln x) needs ln x to log2(alpha) more bits than the result
+    with flint.ctx.workprec(prec + 64 + math.ceil(math.log2(size))):
+        first = flint.arb(lo) + shift
+        partial = flint.arb(0)
+        k = lo
+        while k < end and k < lo + _STEEP_TERMS:
+            partial += (flint.arb(k) + shift) ** (-alpha)
+            k += 1
+            if k >= end:
+                return partial
+            base = flint.arb(k - 1) + shift
+            bound = base ** (1 - alpha) / (alpha - 1)
+            # relative size of the omitted tail against the first term
+            if (bound / first ** (-alpha)).upper() < flint.arb(2) ** (-(prec + 16)):
+                return partial + bound / 2 + flint.arb(0, 1) * (bound / 2)
+    return None
+
+
 def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> flint.arb:
     """Ball enclosure of ``sum_{k=lo+1}^{hi} k^-alpha`` (Arb, python-flint).
 
@@ -240,6 +305,9 @@ def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> fl
     if hi == lo:
         return flint.arb(0)
     work = int(prec) + 32
+    steep = steep_power_sum_arb(lo, hi, exact_arb(alpha), flint.arb(1), work)
+    if steep is not None and steep.rel_accuracy_bits() >= prec:
+        return steep
     exact_input = True
     for _ in range(12):
         with flint.ctx.workprec(work):

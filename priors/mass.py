@@ -8,7 +8,10 @@ Several ``--length`` values at once (``--length 4096 65536 1e15``), ``--score-bo
 window_mass, distant_mass, window_mass_bracket, distant_mass_bracket, series_bracket,
 limit_window_mass, class, rate, evidence, summation, score_bound, dps, digits``; a list
 when several lengths are asked; numbers are decimal strings with ``digits`` significant
-digits). Bad input: one line on stderr, exit status 2.
+digits; ``limit_window_mass`` is null when the limit is unknown, a user bias with no
+stated tail). Bad input: one line on stderr, exit status 2 (``priors.cli``); integers
+are parsed exactly, real parameters must be float64 numbers as written (at most 17
+significant digits), ``--dps`` lies in [5, 1000], files are read up to 16 MiB.
 
 Per-encoding parameters: ``--slope`` (alibi), ``--alpha`` (log-distance), ``--r1 --r2``
 (kerple-log, kerple-power), ``--rho`` (causal-ot), ``--num-buckets --max-distance
@@ -40,7 +43,15 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from priors.cli import Parser, UsageError, argtype, count, echo, emit, read_text, real, run
+
 __all__ = ["main"]
+
+PROG = "priors.mass"
+#: Largest --dps accepted (as the margin command: beyond it the cost grows for no gain).
+DPS_MAX = 1000
+#: Largest file read by --table / --values (bytes).
+FILE_LIMIT = 1 << 24
 
 _PARAMS: dict[str, tuple[str, ...]] = {
     "nope": (),
@@ -56,45 +67,40 @@ _PARAMS: dict[str, tuple[str, ...]] = {
 _REQUIRED = {"t5": ("table",), "user": ("values",)}
 
 
-class _BadInput(Exception):
-    pass
+_real = argtype(lambda t: real(t, exact=True))
+_count = argtype(count)
+_positive_count = argtype(lambda t: count(t, minimum=1))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
-        raise _BadInput(message)
-
-
-def _number(text: str) -> float:
+def _dps(text: str) -> int:
     try:
-        return float(text)
+        value = count(text, maximum=10**9)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 5 <= value <= DPS_MAX:
+        raise argparse.ArgumentTypeError(f"must lie in [5, {DPS_MAX}], got {value}")
+    return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    return int(value)
+def _parser() -> Parser:
+    from priors.encodings import ALiBi, CausalOTPrior, KerpleLog, KerplePower, LogDistance
 
-
-def _parser() -> _Parser:
-    p = _Parser(
+    p = Parser(
         prog="python -m priors.mass",
         description="Window/distant masses, brackets and class of a positional prior "
         "(THEORY.md §5-§6).",
     )
     p.add_argument("--encoding", required=True, choices=sorted(_PARAMS))
-    p.add_argument("--window", required=True, type=_count, help="window size W (keys d < W)")
+    p.add_argument("--window", required=True, type=_positive_count,
+                   help="window size W (keys d < W)")
     p.add_argument(
-        "--length", required=True, type=_count, nargs="+", help="query length(s) l >= W"
+        "--length", required=True, type=_positive_count, nargs="+",
+        help="query length(s) l >= W, up to 1e18",
     )
-    p.add_argument("--score-bound", type=_number, default=0.0, help="content-score bound B")
-    p.add_argument("--dps", type=int, default=30, help="decimal digits (default 30)")
+    p.add_argument("--score-bound", type=_real, default=0.0,
+                   help="content-score bound B >= 0 (default 0)")
+    p.add_argument("--dps", type=_dps, default=30,
+                   help=f"decimal digits, 5 to {DPS_MAX} (default 30)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
         "--certify",
@@ -102,21 +108,29 @@ def _parser() -> _Parser:
         help="also print guaranteed Arb ball enclosures (nope, alibi, log-distance, "
         "kerple-log, t5)",
     )
-    g = p.add_argument_group("encoding parameters")
-    g.add_argument("--slope", type=_number, help="alibi: slope m > 0 (b(d) = -m d)")
+    g = p.add_argument_group("encoding parameters (defaults used when not given)")
+    g.add_argument("--slope", type=_real,
+                   help=f"alibi: slope m > 0 (b(d) = -m d; default {ALiBi.slope!r})")
     g.add_argument(
-        "--alpha", type=_number, help="log-distance exponent alpha >= 0 (b(d) = -alpha ln(1+d))"
+        "--alpha", type=_real,
+        help="log-distance exponent alpha >= 0 (b(d) = -alpha ln(1+d); default "
+        f"{LogDistance.alpha!r})",
     )
     g.add_argument(
         "--r1",
-        type=_number,
-        help="kerple-log / kerple-power: r1 > 0 (b(d) = -r1 ln(1 + r2 d), resp. -r1 d^r2)",
+        type=_real,
+        help="kerple-log / kerple-power: r1 > 0 (b(d) = -r1 ln(1 + r2 d), resp. -r1 d^r2; "
+        f"default {KerpleLog.r1!r}, resp. {KerplePower.r1!r})",
     )
     g.add_argument(
-        "--r2", type=_number, help="kerple-log: r2 > 0; kerple-power: exponent 0 < r2 <= 2"
+        "--r2", type=_real,
+        help="kerple-log: r2 > 0; kerple-power: exponent 0 < r2 <= 2 (default "
+        f"{KerpleLog.r2!r}, resp. {KerplePower.r2!r})",
     )
     g.add_argument(
-        "--rho", type=_number, help="causal-ot: rho in [0, 1) (b ~ -rho ln d for d << l)"
+        "--rho", type=_real,
+        help="causal-ot: rho in [0, 1) (b ~ -rho ln d for d << l; default "
+        f"{CausalOTPrior.rho!r})",
     )
     g.add_argument("--num-buckets", type=_count, help="t5: number of buckets (default 32)")
     g.add_argument(
@@ -131,11 +145,13 @@ def _parser() -> _Parser:
         "--dim", type=_count, help="sandwich: embedding dimension (even, default 128)"
     )
     g.add_argument(
-        "--base", type=_number, help="sandwich: frequency base > 1 (w_i = base^(-2i/dim))"
+        "--base", type=_real,
+        help="sandwich: frequency base > 1 (w_i = base^(-2i/dim); default 10000)",
     )
-    g.add_argument("--scale", type=_number, help="sandwich: bias scale > 0 (default 1)")
+    g.add_argument("--scale", type=_real, help="sandwich: bias scale > 0 (default 1)")
     g.add_argument(
-        "--compress", type=_number, help="sandwich: position compression ratio >= 1"
+        "--compress", type=_real,
+        help="sandwich: position compression ratio >= 1 (default 1)",
     )
     g.add_argument(
         "--values", metavar="FILE", help="user: FILE with the bias values b(0), ..., b(m-1)"
@@ -147,28 +163,32 @@ def _parser() -> _Parser:
     )
     g.add_argument(
         "--tail-exponent",
-        type=_number,
+        type=_real,
         help="user: exponent p of the power tail (weights ~ (1+d)^-p beyond the values)",
     )
     return p
 
 
 def _read_numbers(path: str, name: str) -> list[float]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ValueError(f"--{name}: cannot read {path!r}: {exc.strerror}") from exc
-    text = text.strip()
+    option = "--" + name
+    text = read_text(path, option, limit=FILE_LIMIT).strip()
     try:
         if text.startswith("["):
-            values = [float(v) for v in json.loads(text)]
+            # numbers kept as their text: no silent rounding to inf or to float64
+            raw = json.loads(text, parse_float=str, parse_int=str, parse_constant=str)
+            if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+                raise ValueError
+            items = raw
         else:
-            values = [float(v) for v in text.replace(",", " ").split()]
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"--{name}: {path!r} does not hold a list of numbers") from exc
+            items = text.replace(",", " ").split()
+        values = [real(v) for v in items]
+    except (ValueError, TypeError, RecursionError) as exc:
+        detail = f": {exc}" if str(exc) else ""
+        raise ValueError(
+            f"{option}: {echo(path)} does not hold a list of finite numbers{detail}"
+        ) from None
     if not values:
-        raise ValueError(f"--{name}: {path!r} is empty")
+        raise ValueError(f"{option}: {echo(path)} is empty")
     return values
 
 
@@ -197,6 +217,11 @@ def build_encoding(args: argparse.Namespace) -> Any:
     return ENCODINGS[args.encoding](**kwargs)
 
 
+def _num_text(x: float) -> str:
+    """Shortest round-trip form of a float (``%g`` would print 0.999999999999 as 1)."""
+    return repr(float(x))
+
+
 def _text(report: Any, cert: Any = None) -> str:
     j = report.to_json()
     n = j["digits"]
@@ -207,7 +232,7 @@ def _text(report: Any, cert: Any = None) -> str:
     c = cert
     lines = [
         f"{j['encoding']} {j['params']}  W = {j['window']}  l = {j['length']}  "
-        f"B = {j['score_bound']:g}  ({j['digits']} significant digits)",
+        f"B = {_num_text(j['score_bound'])}  ({j['digits']} significant digits)",
         f"  window mass   M = {j['window_mass']}{ball(c and c.window_mass)}",
         f"  distant mass  D = {j['distant_mass']}{ball(c and c.distant_mass)}",
         f"  M bracket (|s| <= B): [{j['window_mass_bracket'][0]}, {j['window_mass_bracket'][1]}]",
@@ -222,7 +247,13 @@ def _text(report: Any, cert: Any = None) -> str:
     if j["series_bracket"]:
         for key, (lo, hi) in j["series_bracket"].items():
             lines.append(f"  M {key} bracket (B = 0): [{lo}, {hi}]")
-    lines.append(f"  limit M_inf(W) = {j['limit_window_mass']}{ball(c and c.limit_window_mass)}")
+    if j["limit_window_mass"] is None:
+        lines.append("  limit M_inf(W) = unknown (no tail stated: nothing is known beyond "
+                     "the given values)")
+    else:
+        lines.append(
+            f"  limit M_inf(W) = {j['limit_window_mass']}{ball(c and c.limit_window_mass)}"
+        )
     if cert is not None:
         lines.append(f"  certified: Arb balls, >= {cert.prec} bits relative ({cert.method})")
     lines.append(f"  class: {j['class']} (rate {j['rate']})")
@@ -231,39 +262,35 @@ def _text(report: Any, cert: Any = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 on bad input, one line on stderr)."""
+def _main(argv: Sequence[str] | None) -> int:
     from priors.window import mass_report
 
-    parser = _parser()
-    try:
-        args = parser.parse_args(argv)
-        enc = build_encoding(args)
-        if args.certify:
-            from priors.certified import check_certifiable
+    args = _parser().parse_args(argv)
+    enc = build_encoding(args)
+    if args.certify:
+        from priors.certified import check_certifiable
 
-            check_certifiable(enc)  # before any work
-        with warnings.catch_warnings():
-            # a float64-backed encoding prints `digits` digits: say so, do not warn about it
-            warnings.filterwarnings("ignore", message=".*float64-backed.*")
-            reports = [
-                mass_report(enc, args.window, n, score_bound=args.score_bound, dps=args.dps)
-                for n in args.length
-            ]
-        certs: list[Any] = [None] * len(reports)
-        if args.certify:
-            from priors.certified import certified_masses, prec_for_digits
+        check_certifiable(enc)  # before any work
+    with warnings.catch_warnings():
+        # the digits a float64-backed or bound-limited sum carries are printed as
+        # `digits`: say so in the output, do not warn about it
+        warnings.filterwarnings("ignore", message=".*float64-backed.*")
+        warnings.filterwarnings("ignore", message="kerple-power sum.*")
+        reports = [
+            mass_report(enc, args.window, n, score_bound=args.score_bound, dps=args.dps)
+            for n in args.length
+        ]
+    certs: list[Any] = [None] * len(reports)
+    if args.certify:
+        from priors.certified import certified_masses, prec_for_digits
 
-            certs = [
-                certified_masses(
-                    enc, r.window, r.length, score_bound=r.score_bound,
-                    prec=prec_for_digits(r.digits),
-                )
-                for r in reports
-            ]
-    except (_BadInput, ValueError) as exc:
-        print(f"priors.mass: error: {exc}", file=sys.stderr)
-        return 2
+        certs = [
+            certified_masses(
+                enc, r.window, r.length, score_bound=r.score_bound,
+                prec=prec_for_digits(r.digits),
+            )
+            for r in reports
+        ]
     if args.json:
         out = []
         for r, c in zip(reports, certs, strict=True):
@@ -272,10 +299,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 j.update(c.to_json(r.digits))
             j["certified"] = c is not None
             out.append(j)
-        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+        emit(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
-        print("\n".join(_text(r, c) for r, c in zip(reports, certs, strict=True)))
+        emit("\n".join(_text(r, c) for r, c in zip(reports, certs, strict=True)))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 on bad input, one line on stderr; see
+    ``priors.cli`` for a closed pipe and a full disk)."""
+    return run(PROG, _main, argv, bad_input=(UsageError, ValueError))
 
 
 if __name__ == "__main__":

@@ -45,8 +45,10 @@ class MassReport:
     ``window_mass``/``distant_mass`` are exact at ``B = 0``; the ``*_bracket`` pairs hold
     every value attainable with content scores ``|s| <= score_bound`` (equal to the exact
     value at ``B = 0``); ``series_bracket`` is the dict of THEORY.md §6 brackets of the
-    ``B = 0`` value (log-distance only, else ``None``). Every number has ``digits``
-    correct significant digits (``dps``, or fewer for float64-backed encodings).
+    ``B = 0`` value (log-distance only, else ``None``; clipped to ``[0, 1]``).
+    ``limit_window_mass`` is ``None`` when the limit is unknown (a user bias with no stated
+    tail). Every number has ``digits`` correct significant digits (``dps``, or fewer where
+    ``enc.mass_digits`` says so: float64-backed encodings, unmet error bounds).
     """
 
     encoding: str
@@ -59,7 +61,7 @@ class MassReport:
     window_mass_bracket: Pair
     distant_mass_bracket: Pair
     series_bracket: dict[str, Pair] | None
-    limit_window_mass: mpmath.mpf
+    limit_window_mass: mpmath.mpf | None
     classification: Classification
     dps: int
     digits: int
@@ -101,7 +103,9 @@ class MassReport:
             "window_mass_bracket": pair(self.window_mass_bracket),
             "distant_mass_bracket": pair(self.distant_mass_bracket),
             "series_bracket": series,
-            "limit_window_mass": num(self.limit_window_mass),
+            "limit_window_mass": (
+                None if self.limit_window_mass is None else num(self.limit_window_mass)
+            ),
             "class": self.classification.label,
             "rate": self.classification.rate,
             "evidence": self.classification.to_json()["evidence"],
@@ -168,8 +172,13 @@ def mass_report(
     if enc.name == "log-distance" and enc.alpha > 0:
         from priors.brackets import window_mass_brackets
 
-        series = window_mass_brackets(w, n, enc.alpha, dps=dps)
-    digits = dps if enc.max_digits is None else min(dps, enc.max_digits)
+        # a mass lies in [0, 1]: clipping keeps the enclosure and makes it informative
+        with mpmath.workdps(dps):
+            series = {
+                k: (max(lo, mpmath.mpf(0)), min(hi, mpmath.mpf(1)))
+                for k, (lo, hi) in window_mass_brackets(w, n, enc.alpha, dps=dps).items()
+            }
+    digits = enc.mass_digits(w, n, dps)
     note = getattr(enc, "summation_note", None)
     return MassReport(
         encoding=enc.name,
@@ -182,7 +191,7 @@ def mass_report(
         window_mass_bracket=m_br,
         distant_mass_bracket=d_br,
         series_bracket=series,
-        limit_window_mass=enc.limit_window_mass(w, dps=dps),
+        limit_window_mass=enc.limit_window_mass(w, dps=dps) if enc.limit_known else None,
         classification=enc.classify(),
         dps=dps,
         digits=digits,

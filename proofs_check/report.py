@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+from priors.cli import Parser, UsageError, echo, emit, run
 from proofs_check.result import CheckResult, CheckSpec, make_result
 from proofs_check.tf32 import tf32_disabled, tf32_enabled
 from proofs_check.theorems import all_checks
@@ -36,20 +37,14 @@ __all__ = ["SIZES", "main", "run_checks", "select_checks", "tf32_disabled", "tf3
 #: Which ``CheckSpec`` field gives the keyword arguments of each size.
 SIZES = ("ci", "default", "full")
 DTYPES = ("float64", "float32")
-PROG = "python -m proofs_check"
+PROG = "proofs_check"
 
 
-class _UsageError(Exception):
-    """Bad command-line input: reported as one line on stderr, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
+_UsageError = UsageError  # bad command-line input: one line on stderr, exit status 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog=PROG,
         description=(
             "Run the executable theorem checks of THEORY.md and print a table: theorem, "
@@ -91,9 +86,11 @@ def select_checks(specs: Sequence[CheckSpec], only: Sequence[str]) -> list[Check
     >>> [c.name for c in select_checks(s, ["§2"])], [c.name for c in select_checks(s, ["b,a"])]
     (['a'], ['a', 'b'])
     """
-    tokens = [t.strip() for item in only for t in item.split(",") if t.strip()]
-    if not tokens:
+    if not only:
         return list(specs)
+    tokens = [t.strip() for item in only for t in item.split(",") if t.strip()]
+    if not tokens or any(not t.strip() for item in only for t in item.split(",")):
+        raise ValueError(f"--only: empty name in {','.join(only)!r} (see --list)")
     chosen: set[str] = set()
     for token in tokens:
         if _is_section(token):
@@ -127,6 +124,15 @@ def _error_result(spec: CheckSpec, exc: BaseException, seconds: float, dtype: st
     )
 
 
+def _say(stream: TextIO, line: str) -> None:
+    """One progress line, flushed; a closed or full stderr never stops the checks."""
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def run_checks(
     specs: Sequence[CheckSpec],
     *,
@@ -153,8 +159,7 @@ def run_checks(
             if spec.torch_args:
                 kwargs.update(dtype=torch_dtype, device=device)
             if progress is not None:
-                print(f"[{i}/{len(specs)}] {spec.name} ({spec.section}) ...", end="",
-                      file=progress, flush=True)
+                _say(progress, f"[{i}/{len(specs)}] {spec.name} ({spec.section}): running")
             tf32 = tf32_enabled()
             start = time.perf_counter()
             try:
@@ -168,7 +173,7 @@ def run_checks(
             results.append(result)
             if progress is not None:
                 verdict = "holds" if result.holds else "FAILS"
-                print(f" {verdict} ({elapsed:.1f} s)", file=progress, flush=True)
+                _say(progress, f"[{i}/{len(specs)}] {spec.name}: {verdict} ({elapsed:.1f} s)")
     return results
 
 
@@ -244,33 +249,31 @@ def _validate_device(device: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the report; return the exit status (0 all hold, 1 a check failed, 2 bad input)."""
+    """Run the report; return the exit status (0 all hold, 1 a check failed, 2 bad input;
+    a closed pipe and a full disk as in ``priors.cli``)."""
+    return run(PROG, _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
+    args = parser.parse_args(argv)
+    if args.full and args.ci:
+        raise _UsageError("--full and --ci are mutually exclusive")
+    if args.dtype not in DTYPES:
+        raise _UsageError(f"--dtype: expected one of {', '.join(DTYPES)}, got {echo(args.dtype)}")
+    specs = all_checks()
     try:
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        if args.full and args.ci:
-            raise _UsageError("--full and --ci are mutually exclusive")
-        if args.dtype not in DTYPES:
-            raise _UsageError(f"--dtype: expected one of {', '.join(DTYPES)}, got {args.dtype!r}")
-        specs = all_checks()
-        try:
-            specs = select_checks(specs, args.only)
-        except ValueError as exc:
-            raise _UsageError(str(exc)) from None
-        if args.list:
-            if args.json:
-                print(json.dumps([{"check": s.name, "section": s.section, "theorem": s.theorem,
-                                   "torch": s.torch_args} for s in specs], indent=2))
-            else:
-                print(_list_text(specs))
-            return 0
-        device = _validate_device(args.device)
-    except _UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+        specs = select_checks(specs, args.only)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    if args.list:
+        if args.json:
+            emit(json.dumps([{"check": s.name, "section": s.section, "theorem": s.theorem,
+                              "torch": s.torch_args} for s in specs], indent=2))
+        else:
+            emit(_list_text(specs))
+        return 0
+    device = _validate_device(args.device)
 
     size = "full" if args.full else "ci" if args.ci else "default"
     tf32_before = tf32_enabled()
@@ -288,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds": time.perf_counter() - start,
             "results": [r.to_json() for r in results],
         }
-        print(json.dumps(doc, indent=2))
+        emit(json.dumps(doc, indent=2))
     else:
-        print(format_table(results, size=size, dtype=args.dtype, device=device))
+        emit(format_table(results, size=size, dtype=args.dtype, device=device))
     return 0 if ok else 1

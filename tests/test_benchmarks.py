@@ -22,6 +22,18 @@ def test_bad_area_is_one_line_exit_2(capsys):
     assert len(captured.err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv", [["--only", ""], ["--only", ","], ["--out", ""],
+                                  ["--only", "margin", "--out", "/proc/none/x.json"]])
+def test_refusals_run_and_write_nothing(capsys, tmp_path, argv):
+    results = bench_main.ROOT / "benchmarks" / "results.json"
+    before = results.stat().st_mtime_ns
+    assert bench_main.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert "running" not in captured.err  # refused before any benchmark ran
+    assert results.stat().st_mtime_ns == before
+
+
 def test_machine_description_names_cores_and_versions():
     info = bench_main.describe_machine()
     assert info["cores"] >= 1

@@ -16,41 +16,30 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from priors.cli import Parser, UsageError, argtype, count, emit, real, run
+
 __all__ = ["main"]
 
 
-class _BadInput(Exception):
-    pass
+PROG = "priors.diagnose"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
-        raise _BadInput(message)
+_count = argtype(lambda t: count(t, minimum=1))
+_number = argtype(real)
+_int = argtype(lambda t: count(t, maximum=2**31))
 
 
-def _count(text: str) -> int:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    if value > 1e18:
-        raise argparse.ArgumentTypeError(f"must be <= 1e18: {text!r}")
-    return int(value)
+def _dps(text: str) -> int:
+    value = argtype(lambda t: count(t, maximum=10**9))(text)
+    if not 5 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"must lie in [5, 1000], got {value}")
+    return value
 
 
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
-
-
-def _parser() -> _Parser:
+def _parser() -> Parser:
     from priors.diagnose.report import DEFAULT_LENGTHS, DEFAULT_WINDOW
 
-    p = _Parser(
+    p = Parser(
         prog="python -m priors.diagnose",
         description="Per-head positional priors of a local Hugging Face checkpoint: class, "
         "exact window/distant masses, Theorem 3 brackets, and (--measure) the theorem "
@@ -65,8 +54,8 @@ def _parser() -> _Parser:
                    help="content-score bound B: print Theorem 3's brackets")
     p.add_argument("--tol", type=_number, help="growth tolerance of the distant mass")
     p.add_argument("--lmin", type=_count, help="L0 of the growth test (default W)")
-    p.add_argument("--dps", type=int, default=30, help="significant digits computed (30)")
-    p.add_argument("--digits", type=int, default=6, help="digits printed in the text (6)")
+    p.add_argument("--dps", type=_dps, default=30, help="significant digits computed (30)")
+    p.add_argument("--digits", type=_int, default=6, help="digits printed in the text (6)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="FILE", help="draw distant mass against length per head")
     g = p.add_argument_group("measurement (needs torch and transformers)")
@@ -75,7 +64,7 @@ def _parser() -> _Parser:
     g.add_argument("--measure-length", type=_count, nargs="+", default=[1024],
                    help="sequence lengths to run (default 1024)")
     g.add_argument("--text", metavar="FILE", help="text to tokenize instead of random ids")
-    g.add_argument("--seed", type=int, default=0, help="seed of the random ids (0)")
+    g.add_argument("--seed", type=_int, default=0, help="seed of the random ids (0)")
     return p
 
 
@@ -96,48 +85,48 @@ def _write_plot(diag: object, file: str) -> None:
         raise
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 on bad input, one line on stderr)."""
-    try:
-        args = _parser().parse_args(argv)
-        if args.digits < 1:
-            raise ValueError(f"--digits must be >= 1, got {args.digits}")
-        if args.lmin is not None and args.tol is None:
-            raise ValueError("--lmin only applies with --tol")
-        if args.plot is not None:
-            try:
-                import matplotlib  # noqa: F401  (checked before any work)
-            except ImportError as exc:
-                raise ValueError("--plot needs matplotlib (pip install matplotlib)") from exc
-        from priors.diagnose import diagnose
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    if not 1 <= args.digits <= args.dps:
+        raise ValueError(f"--digits must lie in [1, --dps = {args.dps}], got {args.digits}")
+    if args.lmin is not None and args.tol is None:
+        raise ValueError("--lmin only applies with --tol")
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401  (checked before any work)
+        except ImportError as exc:
+            raise ValueError("--plot needs matplotlib (pip install matplotlib)") from exc
+    from priors.diagnose import diagnose
 
-        diag = diagnose(
-            args.path,
-            window=args.window,
-            lengths=args.length,
-            score_bound=args.score_bound,
-            dps=args.dps,
-            tol=args.tol,
-            lmin=args.lmin,
+    diag = diagnose(
+        args.path,
+        window=args.window,
+        lengths=args.length,
+        score_bound=args.score_bound,
+        dps=args.dps,
+        tol=args.tol,
+        lmin=args.lmin,
+    )
+    if args.measure:
+        from priors.diagnose.measure import measure
+
+        diag.measurement = measure(
+            args.path, diag.model, args.measure_length, diag.window,
+            text=args.text, seed=args.seed,
         )
-        if args.measure:
-            from priors.diagnose.measure import measure
-
-            diag.measurement = measure(
-                args.path, diag.model, args.measure_length, diag.window,
-                text=args.text, seed=args.seed,
-            )
-        elif args.text is not None:
-            raise ValueError("--text only applies with --measure")
-        text = json.dumps(diag.to_json(), indent=2) if args.json else diag.to_text(args.digits)
-        if args.plot is not None:
-            _write_plot(diag, args.plot)
-    except (_BadInput, ValueError) as exc:
-        msg = " ".join(str(exc).split())
-        print(f"priors.diagnose: error: {msg}", file=sys.stderr)
-        return 2
-    print(text)
+    elif args.text is not None:
+        raise ValueError("--text only applies with --measure")
+    text = json.dumps(diag.to_json(), indent=2) if args.json else diag.to_text(args.digits)
+    if args.plot is not None:
+        _write_plot(diag, args.plot)
+    emit(text)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 on bad input, one line on stderr; see
+    ``priors.cli`` for a closed pipe and a full disk)."""
+    return run(PROG, _main, argv, bad_input=(UsageError, ValueError))
 
 
 if __name__ == "__main__":

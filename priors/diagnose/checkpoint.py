@@ -41,13 +41,21 @@ _NP_DTYPES = {
 }
 
 
+#: Largest JSON file read (a config is kilobytes; ``/dev/zero`` must not be read forever).
+_JSON_LIMIT = 64 * 2**20
+
+
 def _read_json(path: str, what: str) -> Any:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        with open(path, "rb") as fh:
+            data = fh.read(_JSON_LIMIT + 1)
     except OSError as exc:
         raise ValueError(f"cannot read {what} {path!r}: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    if len(data) > _JSON_LIMIT:
+        raise ValueError(f"{what} {path!r} is larger than {_JSON_LIMIT} bytes")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{what} {path!r} is not valid JSON: {exc}") from exc
 
 

@@ -119,11 +119,17 @@ def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
     return default
 
 
+#: Largest layer/head count read from a config (real models have at most a few hundred).
+_MAX_CONFIG_COUNT = 2**16
+
+
 def _count(cfg: dict[str, Any], names: tuple[str, ...], what: str) -> int:
     value = _get(cfg, *names)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"config: {what} ({' / '.join(names)}) must be an integer >= 1, "
-                         f"got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or not 1 <= value <= _MAX_CONFIG_COUNT):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:28] + "..."
+        raise ValueError(f"config: {what} ({' / '.join(names)}) must be an integer in "
+                         f"[1, {_MAX_CONFIG_COUNT}], got {shown}")
     return value
 
 
@@ -276,8 +282,9 @@ def _t5(ckpt: Checkpoint, mt: str, num_layers: int, num_heads: int) -> ModelPrio
     md = _get(cfg, "relative_attention_max_distance", default=128)
     for name, v in (("relative_attention_num_buckets", nb),
                     ("relative_attention_max_distance", md)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-            raise ValueError(f"config: {name} must be an integer >= 2, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 2 <= v <= 10**18:
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:28] + "..."
+            raise ValueError(f"config: {name} must be an integer in [2, 1e18], got {shown}")
     dec_layers = _get(cfg, "num_decoder_layers", default=num_layers)
     notes = [
         "decoder self-attention (causal): bias table_h[bucket(d)], unidirectional buckets "

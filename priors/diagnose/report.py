@@ -172,7 +172,7 @@ class Diagnosis:
         ]
         lines += [f"  note: {n}" for n in m.notes]
         lines.append(
-            f"window W = {self.window}, content-score bound B = {self.score_bound:g}; "
+            f"window W = {self.window}, content-score bound B = {self.score_bound!r}; "
             f"masses exact for the stated parameters, printed to {digits} significant digits "
             f"(computed with {self.dps}; --json gives all {self.dps})"
         )
@@ -189,7 +189,7 @@ class Diagnosis:
             lines.append(
                 f"growth of the distant mass from lmin = {self.lmin} to lmax = "
                 f"{max(self.lengths)}: {fails} of {len(self.heads)} head entries exceed "
-                f"tol = {self.tol:g}"
+                f"tol = {self.tol!r}"
             )
             if self.margin is not None:
                 lo, hi = self.margin.delta_bracket

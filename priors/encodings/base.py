@@ -55,6 +55,11 @@ def finite_param(value: object, name: str) -> float:
     out = float(value)
     if not math.isfinite(out):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    if out != value:  # exact comparison (Fraction, high-precision mpf): no silent rounding
+        raise ValueError(
+            f"{name} = {value!r} is not exactly a float64 (it would be read as {out!r}); "
+            "pass a float"
+        )
     return out
 
 
@@ -180,6 +185,12 @@ class Encoding(ABC):
         tail = self.weight_sum(w, n, length=lkw, dps=work)
         return s_w, tail, dps
 
+    def mass_digits(self, window: int, length: int, dps: int) -> int:
+        """Correct significant digits of the masses at ``(W, l)`` computed at ``dps``:
+        ``dps``, or ``max_digits`` for float64-backed encodings (overridden where the
+        summation carries its own error bound)."""
+        return dps if self.max_digits is None else min(dps, self.max_digits)
+
     def _warn_digits(self, dps: int) -> None:
         if self.max_digits is not None and dps > self.max_digits:
             warnings.warn(
@@ -205,6 +216,12 @@ class Encoding(ABC):
             value = tail / (s_w + tail)
         with mpmath.workdps(dps):
             return +value
+
+    @property
+    def limit_known(self) -> bool:
+        """Whether ``M_inf(W)`` is determined (False for a bias given on a finite range
+        with no stated continuation)."""
+        return True
 
     def limit_window_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """``M_inf(W) = S_W / S_inf`` (THEORY.md §5); 0 for a diluting prior."""

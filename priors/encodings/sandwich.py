@@ -10,9 +10,20 @@ bounded, ``-scale * dim <= b(d) <= 0``, so by THEORY.md §5 the prior dilutes:
 ``e^{-scale dim} W / l <= M_l(W) <= e^{scale dim} W / l``.
 
 No closed form exists for ``sum e^{b(d)}`` (the frequencies are geometric, not
-arithmetic), so the masses are exact sums of the float64 values ``e^{b(d)}`` (exactly
-rounded with ``math.fsum``): about 13 correct digits whatever ``dps``, and lengths up to
-``MAX_SUM_LENGTH`` (beyond, a ``ValueError`` says so; use the bounded-bias bracket).
+arithmetic), so the masses are exact sums over the float64 biases ``b(d)``, in the log
+domain: per block of distances ``e^{m} * fsum(exp(b(d) - m))`` with ``m`` the block's
+largest bias, the blocks combined in mpmath (no underflow, however small the masses, and
+no overflow warning). The digits are those of the float64 bias: ``b(d)`` carries an
+absolute error of at most (``eps = 2^-52``)::
+
+    delta_b <= scale eps [ (d/compress) (4 + ln base) sum_i w_i + (dim/2)(2 + log2 dim) + dim ],
+
+so every weight ``e^{b(d)}`` a relative error ``e^{delta_b} - 1`` and every mass twice
+that (plus the rounding of ``exp``): ``mass_digits`` states ``floor(-log10)`` of it, at
+most 13, and an encoding whose bias carries no correct digit at the asked length is
+refused (``ValueError``). The work is ``length * dim/2`` cosines: at most
+``MAX_COSINES`` (beyond, a ``ValueError`` says so; use the bounded-bias bracket), and
+lengths up to ``MAX_SUM_LENGTH``.
 
 >>> enc = Sandwich(dim=8)
 >>> enc.bias(0.0) == 0.0 and bool(-8 <= enc.bias(1000.0) <= 0)
@@ -30,11 +41,15 @@ import numpy as np
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
 
-__all__ = ["MAX_SUM_LENGTH", "Sandwich"]
+__all__ = ["MAX_COSINES", "MAX_SUM_LENGTH", "Sandwich"]
 
 #: Longest range summed exactly (term by term, float64).
 MAX_SUM_LENGTH = 2**22
-_BLOCK = 2**16
+#: Most cosine evaluations (``length * dim/2``) one sum may cost (about 10 s).
+MAX_COSINES = 2**30
+#: Elements of one block of phases (``distances * dim/2``): bounds the memory (32 MiB).
+_BLOCK_ELEMENTS = 2**22
+_EPS = 2.0**-52
 
 
 @dataclass(frozen=True)
@@ -69,8 +84,36 @@ class Sandwich(Encoding):
         return self.base ** (-2.0 * i / self.dim)
 
     def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
-        phase = np.multiply.outer(d / self.compress, self.frequencies)
-        return self.scale * (np.cos(phase).sum(axis=-1) - self.dim / 2)
+        freqs = self.frequencies
+        d = np.asarray(d, dtype=np.float64)
+        flat = d.ravel()
+        step = max(1, _BLOCK_ELEMENTS // freqs.size)
+        out = np.empty(flat.shape, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for start in range(0, flat.size, step):
+                phase = np.multiply.outer(flat[start : start + step] / self.compress, freqs)
+                out[start : start + step] = self.scale * (
+                    np.cos(phase).sum(axis=-1) - self.dim / 2
+                )
+        return out.reshape(d.shape)
+
+    def bias_error(self, hi: int) -> float:
+        """Bound on the absolute float64 error of ``b(d)`` for ``d < hi`` (module docstring)."""
+        freqs = self.frequencies
+        phase = (hi / self.compress) * (4 + math.log(self.base)) * float(freqs.sum())
+        half = self.dim / 2
+        return self.scale * _EPS * (phase + half * (2 + math.log2(self.dim)) + self.dim)
+
+    def _mass_error(self, hi: int) -> float:
+        """Relative error bound of every mass summed over ``d < hi``."""
+        delta = self.bias_error(hi)
+        return 2 * (math.expm1(delta) + 2 * _EPS) if delta < 700 else math.inf
+
+    def mass_digits(self, window: int, length: int, dps: int) -> int:
+        """``floor(-log10)`` of the masses' relative error bound, at most 13 and ``dps``."""
+        err = self._mass_error(length)
+        digits = math.floor(-math.log10(err)) if err < 1 else 0
+        return max(1, min(dps, self.max_digits or dps, digits))
 
     def _check_range(self, hi: int) -> None:
         if hi > MAX_SUM_LENGTH:
@@ -78,14 +121,30 @@ class Sandwich(Encoding):
                 f"length must be <= {MAX_SUM_LENGTH} for sandwich (no closed form; exact "
                 f"summation only), got {hi}"
             )
+        work = hi * (self.dim // 2)
+        if work > MAX_COSINES:
+            raise ValueError(
+                f"length * dim/2 = {work:.3g} cosines exceeds {MAX_COSINES} for sandwich "
+                "(no closed form; exact summation only): lower --length or --dim"
+            )
+        if self._mass_error(hi) >= 0.1:
+            raise ValueError(
+                f"sandwich with scale = {self.scale!r}, dim = {self.dim}: the float64 bias "
+                f"b(d), d < {hi}, carries an error up to {self.bias_error(hi):.3g}, so the "
+                "masses would have no correct digit; lower --scale or --length"
+            )
 
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
-        parts = []
-        for start in range(lo, hi, _BLOCK):
-            d = np.arange(start, min(hi, start + _BLOCK), dtype=np.float64)
-            parts.extend(np.exp(self._bias(d, None)).tolist())
+        step = max(1, _BLOCK_ELEMENTS // (self.dim // 2))
+        blocks = []
+        for start in range(lo, hi, step):
+            d = np.arange(start, min(hi, start + step), dtype=np.float64)
+            b = self._bias(d, None)
+            top = float(b.max())
+            # e^{b - top} <= 1; the terms that underflow are below 1e-308 of the block sum
+            blocks.append((top, math.fsum(np.exp(b - top).tolist())))
         with mpmath.workdps(dps):
-            return mpmath.mpf(math.fsum(parts))
+            return mpmath.fsum(mpmath.exp(mpmath.mpf(top)) * part for top, part in blocks)
 
     def classify(self) -> Classification:
         bound = self.scale * self.dim
@@ -95,6 +154,6 @@ class Sandwich(Encoding):
             {
                 "test": "bounded bias: -scale*dim <= b(d) <= 0",
                 "bias_bound": bound,
-                "window_mass_bracket": f"e^-{bound:g} W/l <= M <= e^{bound:g} W/l",
+                "window_mass_bracket": f"e^-{bound!r} W/l <= M <= e^{bound!r} W/l",
             },
         )

@@ -115,7 +115,7 @@ class UserBias(Encoding):
             return f"exact sum of the {m} given values; assumed b(d) = b({m - 1}) for d >= {m}"
         return (
             f"exact sum of the {m} given values; assumed e^b(d) = e^b({m - 1}) "
-            f"({m}/(1+d))^{self.tail_exponent:g} for d >= {m} (Hurwitz zeta)"
+            f"({m}/(1+d))^{self.tail_exponent!r} for d >= {m} (Hurwitz zeta)"
         )
 
     def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
@@ -175,6 +175,28 @@ class UserBias(Encoding):
         with mpmath.workdps(dps):
             return +value
 
+    @property
+    def limit_known(self) -> bool:
+        """``tail="none"`` states nothing beyond the values: the limit is unknown."""
+        return self.tail != "none"
+
+    def _check_limit(self) -> None:
+        if not self.limit_known:
+            raise ValueError(
+                "the limit M_inf(W) is unknown with tail='none' (nothing is stated beyond "
+                f"d = {self.extent - 1}); state a tail assumption"
+            )
+
+    def limit_window_mass(self, window: int, *, dps: int = 30) -> mpmath.mpf:
+        """``M_inf(W)`` under the stated tail; ``ValueError`` with ``tail="none"``."""
+        self._check_limit()
+        return super().limit_window_mass(window, dps=dps)
+
+    def limit_distant_mass(self, window: int, *, dps: int = 30) -> mpmath.mpf:
+        """``D_inf(W)`` under the stated tail; ``ValueError`` with ``tail="none"``."""
+        self._check_limit()
+        return super().limit_distant_mass(window, dps=dps)
+
     def total_sum(self, *, dps: int = 30) -> mpmath.mpf:
         """Finite only for ``tail="power"`` with ``p > 1``."""
         if self.tail != "power" or self.tail_exponent <= 1:
@@ -198,7 +220,7 @@ class UserBias(Encoding):
         if self.tail == "power":
             p = self.tail_exponent
             if p > 1:
-                return Classification("summable", f"l^-({p:g}-1)", evidence, "assumed-tail")
-            rate = "ln W/ln l" if p == 1 else f"l^-(1-{p:g})"
+                return Classification("summable", f"l^-({p!r}-1)", evidence, "assumed-tail")
+            rate = "ln W/ln l" if p == 1 else f"l^-(1-{p!r})"
             return Classification("dilutes", rate, evidence, "assumed-tail")
         return Classification(numeric.label, numeric.rate, evidence, "numeric")
