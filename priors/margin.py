@@ -41,14 +41,13 @@ import itertools
 import json
 import math
 import numbers
-import os
-import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 from typing import Any
 
+from priors.cli import OutputError, Parser, UsageError, emit, run
 from priors.harmonic import as_count
 
 __all__ = [
@@ -237,8 +236,14 @@ def _decimal_text(value: object, name: str) -> tuple[float, str]:
             raise MarginInputError(name, f"must be a real number, got {value!r}") from None
         text = value.strip()
     elif isinstance(value, numbers.Real):
-        number = float(value)
-        text = repr(number)
+        # a narrower float (numpy float32/float16) prints as its own shortest decimal
+        # ("0.1"), not as the float64 it widens to (0.10000000149011612)
+        if getattr(getattr(value, "dtype", None), "itemsize", 8) < 8:
+            text = str(value)
+            number = float(text)
+        else:
+            number = float(value)
+            text = repr(number)
     else:
         raise MarginInputError(name, f"must be a real number, got {value!r}")
     if not math.isfinite(number):
@@ -736,17 +741,8 @@ def format_table(results: Sequence[MarginResult]) -> str:
 # ------------------------------------------------------------------------------------ CLI
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
-
-
 def _build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="python -m priors.margin",
         description=(
             "Select the smallest exponent margin delta* such that every log-distance prior "
@@ -770,15 +766,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line; returns the exit status (0 ok, 2 bad input, 1 missing python-flint)."""
-    parser = _build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except _UsageError as exc:
-        print(f"margin: error: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+    """Command line; returns the exit status (0 ok, 2 bad input, 1 missing python-flint or
+    unwritable output; the ``priors.cli`` contract)."""
+    return run("margin", _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _build_parser().parse_args(argv)
     try:
         dps_text = args.dps.strip()
         if not dps_text.lstrip("+-").isdigit():
@@ -796,24 +790,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             for w, l1, tol in settings
         ]
     except MarginInputError as exc:
-        print(f"margin: error: {_FLAGS[exc.argument]}: {exc.detail}", file=sys.stderr)
-        return 2
+        raise UsageError(f"{_FLAGS[exc.argument]}: {exc.detail}") from None
     except ImportError as exc:
-        print(f"margin: error: {exc}", file=sys.stderr)
-        return 1
+        raise OutputError(str(exc)) from None  # one line, exit 1
     if args.json:
         payload = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
-        text = json.dumps(payload, indent=1)
+        emit(json.dumps(payload, indent=1))
     elif len(results) == 1:
-        text = format_result(results[0])
+        emit(format_result(results[0]))
     else:
-        text = format_table(results)
-    try:
-        print(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # the reader went away (``| head``): not an error of ours; silence the flush at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        emit(format_table(results))
     return 0
 
 

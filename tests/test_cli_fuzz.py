@@ -356,14 +356,7 @@ def test_benchmarks_refusals(tmp_path, capsys, monkeypatch):
 _COMMANDS = [
     [sys.executable, "-m", "priors.mass", "--encoding", "log-distance", "--window", "4",
      "--length", "8", "16", "--json"],
-    pytest.param(
-        [sys.executable, "-m", "priors.margin", "--window", "8", "--lmax", "64", "--tol",
-         "0.1"],
-        # priors/margin.py (owned by another change) handles a closed pipe but not yet a
-        # full disk; strict: this turns into a failure once it adopts priors.cli.run
-        marks=pytest.mark.xfail(strict=True, reason="margin.py: OSError on a full disk"),
-        id="priors.margin",
-    ),
+    [sys.executable, "-m", "priors.margin", "--window", "8", "--lmax", "64", "--tol", "0.1"],
     [sys.executable, "-m", "proofs_check", "--list"],
     [sys.executable, "paper_figs.py", "--help"],
     [sys.executable, "-m", "benchmarks", "--help"],

@@ -262,3 +262,13 @@ def test_low_precision_search_reports_unresolved():
     if out.delta_lo is not None:  # whatever it proved must still be true
         assert direct_growth_mp(64, 64, 4096, "0", out.delta_lo) > mpmath.mpf("0.1")
     assert direct_growth_mp(64, 64, 4096, "0", out.delta_hi) <= mpmath.mpf("0.1")
+
+
+def test_narrow_float_tol_is_read_as_the_decimal_it_prints_as():
+    """``np.float32(0.1)`` prints as ``0.1``: the selector must read 0.1, not the float64
+    0.10000000149011612 it widens to (the docstring's promise). Reference: the same call
+    with the string "0.1", which keeps its digits by construction."""
+    narrow = select_margin(512, 65536, np.float32(0.1))
+    exact = select_margin(512, 65536, "0.1")
+    assert narrow.tol == exact.tol
+    assert narrow.delta_bracket == exact.delta_bracket
