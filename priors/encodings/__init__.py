@@ -47,7 +47,7 @@ from priors.encodings.causal_ot import CausalOTPrior
 from priors.encodings.kerple import KerpleLog, KerplePower
 from priors.encodings.log_distance import LogDistance
 from priors.encodings.nope import NoPE
-from priors.encodings.sandwich import Sandwich
+from priors.encodings.sandwich import Sandwich, sandwich_heads
 from priors.encodings.t5 import T5Buckets, t5_bucket
 from priors.encodings.user import UserBias
 
@@ -65,6 +65,7 @@ __all__ = [
     "T5Buckets",
     "UserBias",
     "alibi_slopes",
+    "sandwich_heads",
     "t5_bucket",
 ]
 

@@ -28,6 +28,16 @@ lengths up to ``MAX_SUM_LENGTH``.
 >>> enc = Sandwich(dim=8)
 >>> enc.bias(0.0) == 0.0 and bool(-8 <= enc.bias(1000.0) <= 0)
 True
+
+Per head: ``sandwich_heads(H, dim)`` gives head ``h`` (0-based) the scale ``H / (8 (h+1))``,
+the rule of NVIDIA NeMo's ``SandwichRelativePositionEmbedding``, the reference
+implementation of the paper's multi-head variant (it divides the shifted bias of head
+``k = 1..H`` by ``8 k / H``, the same ``8 k / H`` head schedule as ALiBi's slope exponent
+``2^(-8k/H)``, applied as a harmonic rather than a geometric scale):
+
+>>> heads = sandwich_heads(8, 64)
+>>> [enc.scale for enc in heads[:3]], heads[-1].scale
+([1.0, 0.5, 0.3333333333333333], 0.125)
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ import numpy as np
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
 
-__all__ = ["MAX_COSINES", "MAX_SUM_LENGTH", "Sandwich"]
+__all__ = ["MAX_COSINES", "MAX_SUM_LENGTH", "Sandwich", "sandwich_heads"]
 
 #: Longest range summed exactly (term by term, float64).
 MAX_SUM_LENGTH = 2**22
@@ -157,3 +167,25 @@ class Sandwich(Encoding):
                 "window_mass_bracket": f"e^-{bound!r} W/l <= M <= e^{bound!r} W/l",
             },
         )
+
+
+def sandwich_heads(
+    num_heads: int, head_dim: int, *, base: float = 10000.0, compress: float = 1.0
+) -> tuple[Sandwich, ...]:
+    """One Sandwich prior per head: head ``h`` (0-based) gets ``scale = H / (8 (h + 1))``.
+
+    ``b_h(d) = (sum_{i=1}^{head_dim/2} cos(w_i d / compress) - head_dim/2) / (8 (h+1) / H)``
+    with ``w_i = base^(-2i/head_dim)``: NeMo's multi-head Sandwich (Chi et al. 2023), whose
+    bias of head ``k = h + 1`` is the shifted sinusoidal inner product divided by ``8 k / H``.
+    Head 0 is the sharpest (``scale = H/8``), the last head the flattest (``1/8``). Every
+    head is bounded (``-scale * head_dim <= b_h <= 0``), so every head dilutes (THEORY.md
+    §5; docs/theory.md §5).
+    """
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)):
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    if not 1 <= num_heads <= 4096:
+        raise ValueError(f"num_heads must lie in [1, 4096], got {num_heads!r}")
+    return tuple(
+        Sandwich(dim=head_dim, base=base, scale=int(num_heads) / (8 * (h + 1)), compress=compress)
+        for h in range(int(num_heads))
+    )

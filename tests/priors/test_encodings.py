@@ -26,6 +26,7 @@ from priors.encodings import (
     T5Buckets,
     UserBias,
     alibi_slopes,
+    sandwich_heads,
     t5_bucket,
 )
 
@@ -344,3 +345,41 @@ def test_sandwich_warns_beyond_float64_digits_and_matches_fsum():
     w = np.exp(enc.bias(np.arange(100.0)))
     # an independent float64 evaluation: numpy's pairwise sum (rounding ~1e-15 relative)
     assert abs(float(got) - w[:4].sum() / w.sum()) < 1e-13
+
+
+def _nemo_sandwich_bias(d: np.ndarray, head: int, num_heads: int, hidden: int) -> np.ndarray:
+    """NeMo's ``SandwichRelativePositionEmbedding`` written out from its formula (not from
+    priors): ``inv_freq = 1 / 10000^(2 i / hs)``, ``i = 1..hs/2``; bias of head ``k`` (1-based)
+    ``(sum_i cos(d inv_freq_i) - hs/2) / (k * 8 / H)``."""
+    inv_freq = 1.0 / (10000.0 ** (2.0 * np.arange(1, hidden // 2 + 1) / hidden))
+    total = np.cos(d[:, None] * inv_freq[None, :]).sum(axis=1)
+    return (total - hidden / 2) / ((head + 1) * 8 / num_heads)
+
+
+@pytest.mark.parametrize(("num_heads", "hidden"), [(8, 64), (12, 64), (32, 128)])
+def test_sandwich_heads_match_nemo_formula(num_heads, hidden):
+    """``sandwich_heads`` gives every head NeMo's scale ``H/(8k)``. Reference: NeMo's bias
+    formula evaluated directly in numpy. Tolerance per distance: the two compute each phase
+    ``d w_i`` (``w_i <= 1``) by a different route (``base^(-x)`` against ``1/base^x``), which
+    may differ by two ulps of ``d w_i``, so each cosine by ``2 eps d w_i`` plus its own
+    rounding; summed over the ``hidden/2`` terms and scaled:
+    ``scale * eps * (4 d sum_i w_i + 2 hidden)`` (a factor-2 allowance on each part)."""
+    heads = sandwich_heads(num_heads, hidden)
+    assert len(heads) == num_heads
+    d = np.arange(0, 5000, dtype=np.float64)
+    for h, enc in enumerate(heads):
+        assert enc.scale == num_heads / (8 * (h + 1))
+        assert enc.dim == hidden
+        err = np.abs(enc.bias(d) - _nemo_sandwich_bias(d, h, num_heads, hidden))
+        inv_freq = 10000.0 ** (-2.0 * np.arange(1, hidden // 2 + 1) / hidden)
+        allowed = enc.scale * np.finfo(np.float64).eps * (4 * d * inv_freq.sum() + 2 * hidden)
+        assert np.all(err <= allowed), float(np.max(err / allowed))
+    # sharper heads keep more of the recent window (larger scale, steeper bias)
+    masses = [float(enc.window_mass(16, 1024, dps=13)) for enc in heads]
+    assert masses == sorted(masses, reverse=True)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "8", 10**6])
+def test_sandwich_heads_bad_num_heads(bad):
+    with pytest.raises(ValueError, match="num_heads"):
+        sandwich_heads(bad, 64)
