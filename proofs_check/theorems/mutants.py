@@ -101,6 +101,8 @@ def batch_plan_as_operator(scores: torch.Tensor, rho: float, *, method: str = "a
     contraction measurement of Lemma 2.2 sees the batch iteration's own rate.
     """
     del method
+    if tol is not None:  # the batch solver refuses tolerances below the dtype's resolution
+        tol = max(tol, torch.finfo(scores.dtype).eps)
     res = batch_unbalanced_sinkhorn(scores, rho, tol=tol, max_iter=max_iter)
     info = ConvergenceInfo("batch_uot", res.info.sweeps, res.info.residual,
                            res.info.converged, res.info.tol)
