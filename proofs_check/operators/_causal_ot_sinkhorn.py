@@ -60,22 +60,17 @@ def sinkhorn(
 class _Stall:
     """Detects increments stuck at the dtype's rounding level (a ``tol`` below resolution).
 
-    Stalled: the increment is below ``1e3 eps (1 + max |logV|)`` and has not reached a new
-    minimum for ``patience`` sweeps. The caller then stops, unconverged, instead of sweeping
-    to ``max_iter`` (``tol = 1e-300`` with ``max_iter = 10**12`` would never end).
+    Stalled: the increment has been below ``16 eps (1 + max |logV|)`` (rounding level) for
+    ``patience`` sweeps. The caller then stops, unconverged, instead of sweeping to
+    ``max_iter`` (``tol = 1e-300`` with ``max_iter = 10**12`` would never end).
     """
 
     def __init__(self, dtype: torch.dtype, patience: int = 20) -> None:
-        self.floor = 1e3 * torch.finfo(dtype).eps
+        self.floor = 16 * torch.finfo(dtype).eps
         self.patience = patience
-        self.best = float("inf")
         self.count = 0
 
     def update(self, res: float, log_v: torch.Tensor) -> bool:
-        if res < self.best:
-            self.best = res
-            self.count = 0
-            return False
         if res <= self.floor * (1.0 + log_v.abs().max().item()):
             self.count += 1
         return self.count >= self.patience

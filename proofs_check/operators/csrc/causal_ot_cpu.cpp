@@ -251,7 +251,7 @@ void solve_safe(std::int64_t m, const T* s, const T* c, const T* lc, T* x, T& ze
 // final iterate) and returns zeta.
 template <typename T>
 T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int64_t max_iter,
-                RowStats& st) {
+                T s_abs, RowStats& st) {
   T* __restrict s = w.s.data();
   T* __restrict c = w.c.data();
   T* __restrict lc = w.lc.data();
@@ -301,7 +301,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   const T floor_x = counted_floor<T>(T(tol));
   const std::int64_t joint_max = std::min<std::int64_t>(max_iter, 40);
   double prev_step = inf;
-  bool done = false;
+  bool done = false, stalled = false;
   std::int64_t it = 0;
   for (it = 1; it <= joint_max; ++it) {
     T sum_a = 0, sum_p = 0, sum_pr = 0;
@@ -349,8 +349,19 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
       done = true;
       break;
     }
+    // a tol below what the dtype resolves (x_j = s_j - zeta - kappa log D_j is known only to
+    // about eps (|s| + |zeta| + ...)): stop, unconverged, once the steps stop shrinking there
+    const double floor = 16.0 * double(Lim<T>::eps) * (1.0 + std::abs(double(zeta)) + s_abs);
+    if (step <= floor && step >= 0.5 * prev_step) {
+      st.iters = int(it);
+      st.resid = step;
+      st.ok = false;
+      stalled = true;
+      break;
+    }
     prev_step = step;
   }
+  if (stalled) return zeta;
   if (!done) {
     st.iters = int(std::min(it, joint_max));
     st.fallback = true;
@@ -393,10 +404,12 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   }
   const T cut = -(Lim<T>::under + std::log(T(l)) + T(4)) / omr;  // weight < e^{-under}
   std::int64_t m = 0;
+  T s_abs = 0;
   for (std::int64_t j = 0; j < l; ++j) {
     const T v = srow[j] - smax;  // -inf for masked keys and overflowing differences
     out[j] = 0;
     if (v > cut) {
+      s_abs = std::max(s_abs, std::abs(srow[j]));
       w.idx[m] = j;
       w.s[m] = v;
       w.c[m] = col[j];
@@ -406,7 +419,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   }
   if (m == 0) return st;  // cannot happen for a validated row (its max key survives)
   const bool all = (m == l);
-  solve_compact<T>(m, w, kappa, omr, tol, max_iter, st);
+  solve_compact<T>(m, w, kappa, omr, tol, max_iter, s_abs, st);
   T* __restrict x = w.x.data();
   T tot = 0;
 #pragma omp simd reduction(+ : tot)
