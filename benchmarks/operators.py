@@ -4,7 +4,8 @@
 [--stream-rhos R,R,...] [--methods M,M,...]``
 
 Dense part: ``causal_ot_attention`` (default ``method="newton"``: the compiled row solver on
-CPU) at ``n in {512, 1024, 2048}`` (1 and 8 heads) and ``4096`` (1 head), ``rho in {0.3, 0.9, 0.99}``, float64
+CPU) at ``n in {512, 1024, 2048}`` (1 and 8 heads) and ``4096`` (1 head),
+``rho in {0.3, 0.9, 0.99}``, float64
 (tol ``1e-10``) and float32 (tol ``1e-5``), i.i.d. N(0, 1) scores; the ratio is the median of
 5 calls over the median of 5 masked softmaxes (``torch.softmax(s.masked_fill(upper, -inf))``)
 of the same shape and dtype, timed interleaved in the same process after one warm-up.
