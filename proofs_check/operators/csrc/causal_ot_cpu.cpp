@@ -159,12 +159,14 @@ struct RowStats {
 // Work buffers for one row of up to m live keys.
 template <typename T>
 struct Work {
-  std::vector<T> s, c, lc, q, x, r, gi;
-  std::vector<std::int64_t> idx, fresh;
+  std::vector<T> s, c, lc, q, x, r, gi, a, ld;
+  std::vector<std::int64_t> idx, fresh, near;
   void resize(std::int64_t m) {
     s.resize(m); c.resize(m); lc.resize(m); q.resize(m); x.resize(m); r.resize(m); gi.resize(m);
+    a.resize(m); ld.resize(m);
     idx.resize(m);
     fresh.reserve(16);
+    near.reserve(64);
   }
 };
 
@@ -246,9 +248,94 @@ void solve_safe(std::int64_t m, const T* s, const T* c, const T* lc, T* x, T& ze
   st.ok = st.resid <= tol;
 }
 
+// Small-argument expm1 and log1p (|d| <= 1/8, |u| <= 0.134): Taylor to degree 12 and 17,
+// truncation below 1e-16 relative; used to update a_j = e^{x_j} and log(C_j + a_j) along
+// small Newton steps without fresh transcendentals (range reduction, division).
+template <typename T>
+inline T expm1_small(T d) {
+  T p = T(1.0 / 479001600.0);
+  p = p * d + T(1.0 / 39916800.0);
+  p = p * d + T(1.0 / 3628800.0);
+  p = p * d + T(1.0 / 362880.0);
+  p = p * d + T(1.0 / 40320.0);
+  p = p * d + T(1.0 / 5040.0);
+  p = p * d + T(1.0 / 720.0);
+  p = p * d + T(1.0 / 120.0);
+  p = p * d + T(1.0 / 24.0);
+  p = p * d + T(1.0 / 6.0);
+  p = p * d + T(0.5);
+  p = p * d + T(1);
+  return p * d;
+}
+template <typename T>
+inline T log1p_small(T u) {
+  T p = T(1.0 / 17.0);
+  for (int k = 16; k >= 1; --k) p = p * u + T((k % 2 ? 1.0 : -1.0) / k);
+  return p * u;
+}
+
+constexpr double kPolyStep = 1.0 / 8.0;  // largest step taken with the polynomial updates
+
+struct PassSums {
+  double sum_a, sum_p, sum_pr, mdx, mall;
+};
+
+// One merged Newton pass: apply the step (dx_j = -(r_j + dz) g_j^{-1}, clamped to the upper
+// bound of the root at the new zeta nz), then evaluate the new iterate (a_j, log D_j, 1/g_j,
+// r_j) and the sums of the next step. POLY: update a_j and log D_j from the old values with
+// expm1/log1p polynomials (valid for |step| <= kPolyStep, checked by the caller through mall).
+template <typename T, bool POLY>
+PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T floor_x) {
+  const T* __restrict s = w.s.data();
+  const T* __restrict c = w.c.data();
+  const T* __restrict q = w.q.data();
+  T* __restrict x = w.x.data();
+  T* __restrict r = w.r.data();
+  T* __restrict gi = w.gi.data();
+  T* __restrict a = w.a.data();
+  T* __restrict ld = w.ld.data();
+  const T g_fresh = T(1) / (T(1) + kappa);
+  T sum_a = 0, sum_p = 0, sum_pr = 0, mdx = 0, mall = 0;
+#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : mdx, mall)
+  for (std::int64_t j = 0; j < m; ++j) {
+    const T dx = -(r[j] + dz) * gi[j];
+    const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
+    const T xo = x[j];
+    const T xn = std::min(xo + dx, ub);
+    const T d = xn - xo;
+    const bool old = c[j] > 0;
+    T an, ldn;
+    if (POLY) {
+      const T e = expm1_small(d);
+      const T ae = a[j] * e;
+      an = a[j] + ae;
+      ldn = old ? ld[j] + log1p_small(ae / (c[j] + a[j])) : xn;
+    } else {
+      an = fexp(xn);
+      ldn = old ? flog(std::max(c[j] + an, Lim<T>::tiny)) : xn;
+    }
+    const T dn = c[j] + an;
+    const T g_inv = old ? dn / (dn + kappa * an) : g_fresh;
+    const T rj = xn + kappa * ldn + nz - s[j];
+    const T p = an * g_inv;
+    x[j] = xn;
+    a[j] = an;
+    ld[j] = ldn;
+    r[j] = rj;
+    gi[j] = g_inv;
+    sum_a += an;
+    sum_p += p;
+    sum_pr += p * rj;
+    const T ad = std::abs(d);
+    mall = std::max(mall, ad);
+    mdx = std::max(mdx, (xo > floor_x || xn > floor_x) ? ad : T(0));
+  }
+  return {double(sum_a), double(sum_p), double(sum_pr), double(mdx), double(mall)};
+}
+
 // One row on its m live keys (compacted): scores s (shifted so max = 0, all > -under/omr),
-// column masses c (>= 0) and lc = log c (any value where c = 0). Writes x = log a (unnormalised
-// final iterate) and returns zeta.
+// column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
+// (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
 template <typename T>
 T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int64_t max_iter,
                 T s_abs, RowStats& st) {
@@ -262,17 +349,16 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   const T inf = std::numeric_limits<T>::infinity();
   // --- closed-form start: old keys keep their potential, q_j = s_j - kappa log C_j; fresh
   // keys (C_j = 0) solve x = (1-rho)(s_j - zeta) exactly.
-  w.fresh.clear();
   T qmax = -inf;
+#pragma omp simd reduction(max : qmax)
   for (std::int64_t j = 0; j < m; ++j) {
-    if (c[j] > 0) {
-      q[j] = s[j] - kappa * lc[j];
-      qmax = std::max(qmax, q[j]);
-    } else {
-      q[j] = inf;
-      w.fresh.push_back(j);
-    }
+    const T qj = c[j] > 0 ? s[j] - kappa * lc[j] : inf;
+    q[j] = qj;
+    qmax = std::max(qmax, c[j] > 0 ? qj : -inf);
   }
+  w.fresh.clear();
+  for (std::int64_t j = 0; j < m; ++j)
+    if (!(c[j] > 0)) w.fresh.push_back(j);
   T P = -inf;
   if (qmax > -inf) {
     T acc = 0;
@@ -294,56 +380,115 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     if (!(std::abs(dz) > T(1e-3) * std::sqrt(T(tol)))) break;
   }
 #pragma omp simd
-  for (std::int64_t j = 0; j < m; ++j) x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+  for (std::int64_t j = 0; j < m; ++j) {
+    x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+    r[j] = 0;
+    gi[j] = 0;
+  }
+  // Near keys: old keys whose start weight is not small against their column mass
+  // (kappa a_j / C_j > 0.05 at the upper bound), where "keeps its potential" is a poor start and
+  // the bound overestimates a_j (by up to a factor e^{kappa log(1 + a_j/C_j)}). If there are
+  // few, solve them exactly inside a nested Newton iteration on zeta (the far keys' sum stays
+  // the closed form e^{P_far - zeta}); the joint Newton then starts close to the root.
+  if (qmax > -inf) {
+    w.near.clear();
+    const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
+    for (std::int64_t j = 0; j < m; ++j)
+      if (c[j] > 0 && q[j] - lc[j] > near_cut) w.near.push_back(j);
+    const std::size_t nn = w.near.size();
+    if (nn > 0 && nn <= 128) {
+      T acc_all = std::exp(P - qmax), acc_near = 0;
+      for (std::int64_t j : w.near) acc_near += std::exp(q[j] - qmax);
+      T acc_far = acc_all - acc_near;
+      if (acc_far < T(0.5) * acc_all) {  // cancellation: sum the far keys directly
+        acc_far = 0;
+        std::size_t k = 0;
+        for (std::int64_t j = 0; j < m; ++j) {
+          if (k < nn && w.near[k] == j) { ++k; continue; }
+          if (c[j] > 0) acc_far += std::exp(q[j] - qmax);
+        }
+      }
+      const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
+      for (int outer = 0; outer < 12; ++outer) {
+        T tot = (p_far > -inf) ? std::exp(p_far - zeta) : T(0);
+        T slope = tot;
+        for (std::int64_t f : w.fresh) {
+          const T e = std::exp(omr * (s[f] - zeta));
+          tot += e;
+          slope += omr * e;
+        }
+        for (std::int64_t j : w.near) {
+          const T tj = s[j] - zeta;
+          T xj = std::min(x[j], std::min(tj - kappa * lc[j], omr * tj));
+          T g = 1;
+          for (int k = 0; k < 40; ++k) {
+            const T a = std::exp(xj);
+            const T d = c[j] + a;
+            g = 1 + kappa * a / d;
+            const T dx = (xj + kappa * std::log(d) - tj) / g;
+            xj -= dx;
+            if (!(std::abs(dx) > T(1e-7))) break;
+          }
+          x[j] = xj;
+          const T a = std::exp(xj);
+          tot += a;
+          slope += a / g;
+        }
+        // Newton on log tot(zeta) = 0 (decreasing in zeta, slope/tot in [1-rho, 1])
+        const T dz = std::log(tot) * tot / slope;
+        zeta += dz;
+        if (!(std::abs(dz) > T(1e-4))) break;
+      }
+#pragma omp simd
+      for (std::int64_t j = 0; j < m; ++j) {
+        const T ub = std::min(q[j] - zeta, omr * (s[j] - zeta));
+        x[j] = std::min(x[j], ub);  // near keys keep their root (below the bound)
+      }
+      std::size_t k = 0;
+      for (std::int64_t j = 0; j < m; ++j) {  // far keys restart at the bound
+        if (k < nn && w.near[k] == j) { ++k; continue; }
+        x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+      }
+    }
+  }
+  const T floor_x = counted_floor<T>(T(tol));
+  // first evaluation at the start (a zero step)
+  PassSums ps = newton_pass<T, false>(m, w, kappa, omr, T(0), zeta, floor_x);
 
   // --- joint Newton on (x, zeta), every iterate clamped to the per-key upper bound of its
-  // root, min(s_j - zeta - kappa log C_j, (1-rho)(s_j - zeta)).
-  const T floor_x = counted_floor<T>(T(tol));
+  // root, min(s_j - zeta - kappa log C_j, (1-rho)(s_j - zeta)); each pass applies one step
+  // and evaluates the next.
   const std::int64_t joint_max = std::min<std::int64_t>(max_iter, 40);
   double prev_step = inf;
   bool done = false, stalled = false;
   std::int64_t it = 0;
   for (it = 1; it <= joint_max; ++it) {
-    T sum_a = 0, sum_p = 0, sum_pr = 0;
-#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr)
-    for (std::int64_t j = 0; j < m; ++j) {
-      const T a = fexp(x[j]);
-      const T d = c[j] + a;
-      const bool old = c[j] > 0;
-      const T ld = old ? flog(std::max(d, Lim<T>::tiny)) : x[j];
-      const T ratio = old ? a / d : T(1);
-      const T g_inv = T(1) / (T(1) + kappa * ratio);
-      const T rj = x[j] + kappa * ld + zeta - s[j];
-      const T p = a * g_inv;
-      r[j] = rj;
-      gi[j] = g_inv;
-      sum_a += a;
-      sum_p += p;
-      sum_pr += p * rj;
-    }
-    const T dz = (sum_a - T(1) - sum_pr) / sum_p;
+    const T dz = T((ps.sum_a - 1.0 - ps.sum_pr) / ps.sum_p);
     const T nz = zeta + dz;
-    T mdx = 0;
-#pragma omp simd reduction(max : mdx)
-    for (std::int64_t j = 0; j < m; ++j) {
-      const T dx = -(r[j] + dz) * gi[j];
-      const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
-      const T xn = std::min(x[j] + dx, ub);
-      const T adx = std::abs(xn - x[j]);
-      mdx = std::max(mdx, (x[j] > floor_x || xn > floor_x) ? adx : T(0));
-      x[j] = xn;
+    // polynomial updates, optimistically (the start is close: steps are small); if a key
+    // moved too far for the polynomials, re-evaluate a and log D with fresh exp/log
+    const bool poly = std::abs(double(dz)) <= kPolyStep;
+    ps = poly ? newton_pass<T, true>(m, w, kappa, omr, dz, nz, floor_x)
+              : newton_pass<T, false>(m, w, kappa, omr, dz, nz, floor_x);
+    if (poly && ps.mall > kPolyStep) {
+      for (std::int64_t j = 0; j < m; ++j) { r[j] = 0; gi[j] = 0; }
+      const double mdx = ps.mdx;
+      ps = newton_pass<T, false>(m, w, kappa, omr, T(0), nz, floor_x);
+      ps.mdx = mdx;
     }
     zeta = nz;
-    const double step = std::max(double(std::abs(dz)), double(mdx));
+    const double step = std::max(double(std::abs(dz)), ps.mdx);
     if (!std::isfinite(step)) break;
     // Stopping rule. The step just taken estimates the error of the previous iterate; with
     // Newton's quadratic convergence e_{k+1} <= K e_k^2 and K estimated by step/prev^2, the
     // new iterate's error is about step^3/prev^2 (times a safety factor 4). Trusted only in
     // the quadratic regime (step < prev/4 and step < 2^-10).
+    // Rows are aimed at tol/10: a row's error moves the column masses of every later row,
+    // so the operator's error is a sum over rows (measured: up to ~2x one row's estimate).
     double bound = step;
-    if (step < prev_step * 0.25 && step < 1.0 / 1024.0)
+    if (it > 1 && step < prev_step * 0.25 && step < 1.0 / 1024.0)
       bound = std::min(bound, 4.0 * step * step * step / (prev_step * prev_step));
-    if (bound <= tol) {
+    if (bound <= 0.1 * tol) {
       st.iters = int(it);
       st.resid = bound;
       done = true;
@@ -361,23 +506,29 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     }
     prev_step = step;
   }
-  if (stalled) return zeta;
-  if (!done) {
-    st.iters = int(std::min(it, joint_max));
-    st.fallback = true;
-    const std::int64_t rest = std::max<std::int64_t>(1, max_iter - joint_max);
-    if (max_iter > joint_max || !std::isfinite(zeta)) {
-      if (!std::isfinite(zeta)) zeta = 0;
-      for (std::int64_t j = 0; j < m; ++j) x[j] = std::isfinite(x[j]) ? x[j] : T(0);
-      solve_safe<T>(m, s, c, lc, x, zeta, kappa, omr, tol, rest, st);
-    } else {
-      st.ok = false;
-      st.resid = prev_step;
-    }
-  } else {
-    st.ok = true;
+  if (done || stalled) {
+    if (done) st.ok = true;
+    return T(ps.sum_a);
   }
-  return zeta;
+  st.iters = int(std::min(it, joint_max));
+  st.fallback = true;
+  const std::int64_t rest = std::max<std::int64_t>(1, max_iter - joint_max);
+  if (max_iter > joint_max || !std::isfinite(zeta)) {
+    if (!std::isfinite(zeta)) zeta = 0;
+    for (std::int64_t j = 0; j < m; ++j) x[j] = std::isfinite(x[j]) ? x[j] : T(0);
+    solve_safe<T>(m, s, c, lc, x, zeta, kappa, omr, tol, rest, st);
+  } else {
+    st.ok = false;
+    st.resid = prev_step;
+  }
+  // weights and log D at the final x (no step: r = gi = 0, and the clamp is inactive there)
+  for (std::int64_t j = 0; j < m; ++j) {
+    r[j] = 0;
+    gi[j] = 0;
+    q[j] = inf;  // only the (1-rho)(s_j - zeta) bound clamps here: the root satisfies it
+  }
+  ps = newton_pass<T, false>(m, w, kappa, omr, T(0), zeta, floor_x);
+  return T(ps.sum_a);
 }
 
 // Solve one row in place: srow (l keys, -inf = masked), col (l masses C[l-1, :], updated to
@@ -419,32 +570,33 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   }
   if (m == 0) return st;  // cannot happen for a validated row (its max key survives)
   const bool all = (m == l);
-  solve_compact<T>(m, w, kappa, omr, tol, max_iter, s_abs, st);
-  T* __restrict x = w.x.data();
-  T tot = 0;
-#pragma omp simd reduction(+ : tot)
-  for (std::int64_t j = 0; j < m; ++j) {
-    const T a = fexp(x[j]);
-    x[j] = a;
-    tot += a;
-  }
+  const T tot = solve_compact<T>(m, w, kappa, omr, tol, max_iter, s_abs, st);
+  const T* __restrict a = w.a.data();
+  const T* __restrict ld = w.ld.data();
+  const T* __restrict c = w.c.data();
   const T inv = T(1) / tot;
+  const T dinv = inv - T(1);
+  // normalise; the new column mass C' = C + a/tot = D + a (1/tot - 1) and its log from
+  // log D by one log1p step (|a (1/tot - 1) / D| <= |1/tot - 1|, tiny at convergence)
+  auto new_log = [&](std::int64_t k) {
+    const T dk = c[k] + a[k];
+    return dk > 0 ? ld[k] + log1p_small(a[k] * dinv / dk) : T(0);
+  };
   if (all) {
 #pragma omp simd
     for (std::int64_t j = 0; j < l; ++j) {
-      const T a = x[j] * inv;
-      out[j] = a;
-      const T cn = col[j] + a;
-      col[j] = cn;
-      lcol[j] = flog(std::max(cn, Lim<T>::tiny));
+      const T aj = a[j] * inv;
+      out[j] = aj;
+      col[j] = c[j] + aj;
+      lcol[j] = new_log(j);
     }
   } else {
     for (std::int64_t k = 0; k < m; ++k) {
       const std::int64_t j = w.idx[k];
-      const T a = x[k] * inv;
-      out[j] = a;
-      col[j] += a;
-      lcol[j] = flog(std::max(col[j], Lim<T>::tiny));
+      const T aj = a[k] * inv;
+      out[j] = aj;
+      col[j] = c[k] + aj;
+      lcol[j] = new_log(k);
     }
   }
   return st;
