@@ -42,6 +42,7 @@ The map ``e -> da`` is symmetric, so for the total gradient ``abar`` on row ``l`
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -82,6 +83,7 @@ def load_extension() -> ModuleType | None:
             from torch.utils import cpp_extension
 
             flags = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-std=c++17"]
+            _note_first_build(cpp_extension)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 module = cpp_extension.load(
@@ -99,6 +101,18 @@ def load_extension() -> ModuleType | None:
         )
     _state["module"] = module
     return module
+
+
+def _note_first_build(cpp_extension) -> None:
+    """One stderr line before a build that will take a while (nothing when cached)."""
+    try:
+        build_dir = Path(cpp_extension._get_build_directory(_EXT_NAME, False))
+        cached = any(build_dir.glob(f"{_EXT_NAME}*.so"))
+    except Exception:
+        cached = False
+    if not cached:
+        print("proofs_check: building the compiled causal OT kernel (first use only, about "
+              "a minute)", file=sys.stderr, flush=True)
 
 
 def compiled_forward(
