@@ -7,6 +7,7 @@ memory is O(n) whatever ``n`` (the dense operator would need ``n^2`` entries).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import warnings
@@ -49,7 +50,9 @@ def stream_causal_ot(
     tol, max_iter : Newton tolerance (dtype default) and cap per row; a row that misses it
         issues a :class:`ConvergenceWarning`.
     progress : ``True`` prints ``row l/n`` lines to stderr (at most one per 5 s, and the last
-        row); a callable ``progress(l, n)`` is called before each row; None/False: silent.
+        row); a callable ``progress(l, n)`` is called before each row; False: silent; None
+        (default): ``True`` if the environment variable ``PROOFS_CHECK_PROGRESS`` is set to
+        anything but ``0``, else silent.
 
     On CPU (``rho > 0``) each row runs through the compiled row kernel of
     ``_causal_ot_compiled`` (the one the dense operator uses), elsewhere through the
@@ -78,6 +81,8 @@ def stream_causal_ot(
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
     tol_v = validate_tol(tol)
     tol_v = default_tol(dtype) if tol_v is None else tol_v
+    if progress is None and os.environ.get("PROOFS_CHECK_PROGRESS", "") not in ("", "0"):
+        progress = True  # e.g. set by a long command (python -m proofs_check --full)
     if progress is True:
         progress = _stderr_progress()
     elif progress is not None and progress is not False and not callable(progress):

@@ -246,7 +246,7 @@ def test_gradient_rows_sum_to_zero():
     assert s.grad.sum(-1).abs().max().item() <= 1e-12
 
 
-def test_stream_progress_callback_and_stderr(capsys):
+def test_stream_progress_callback_and_stderr(capsys, monkeypatch):
     seen = []
     rows = list(stream_causal_ot(5, 0.5, progress=lambda l_row, n: seen.append((l_row, n))))
     assert seen == [(i, 5) for i in range(1, 6)] and len(rows) == 5
@@ -254,3 +254,8 @@ def test_stream_progress_callback_and_stderr(capsys):
     assert "row 3/3" in capsys.readouterr().err
     with pytest.raises(ValueError, match="progress"):
         stream_causal_ot(3, 0.5, progress="yes")
+    monkeypatch.setenv("PROOFS_CHECK_PROGRESS", "1")  # how a long command switches it on
+    list(stream_causal_ot(4, 0.5))
+    assert "row 4/4" in capsys.readouterr().err
+    list(stream_causal_ot(4, 0.5, progress=False))
+    assert capsys.readouterr().err == ""
