@@ -81,8 +81,9 @@ class CausalOTResult:
         Solver diagnostics.
     log_potentials : torch.Tensor or None
         ``logV = -kappa * log C'`` (Lemma 2.2) on the live causal entries, zero elsewhere,
-        in the compute dtype; None when ``rho == 0``. Computed on first access when the
-        solver did not produce it (the row Newton solver), so that it costs nothing unread.
+        in the compute dtype (all zero when ``rho == 0``: ``kappa = 0``). Computed on first
+        access when the solver did not produce it (the row Newton solver, softmax), so that
+        it costs nothing unread.
     """
 
     __slots__ = ("_log_potentials", "_make_log_potentials", "info", "weights")

@@ -175,7 +175,8 @@ def causal_ot_attention(
     -------
     CausalOTResult
         ``weights`` (same shape, dtype, device as ``scores``; rows sum to 1, upper triangle
-        and masked keys exactly 0), ``info``, ``log_potentials`` (``logV = -kappa log C'``).
+        and masked keys exactly 0), ``info``, ``log_potentials`` (``logV = -kappa log C'``,
+        zero at ``rho = 0``).
 
     Notes
     -----
@@ -227,7 +228,10 @@ def causal_ot_attention(
         check_score_values(s)
         w = causal_softmax(s, live_mask(s.detach()))
         info = ConvergenceInfo("softmax", 0, 0.0, True, tol_v)
-        return CausalOTResult(w.reshape(shape).to(out_dtype), info, None)
+        # kappa = 0: logV = -kappa log C' is exactly zero (made on first access)
+        return CausalOTResult(w.reshape(shape).to(out_dtype), info,
+                              make_log_potentials=lambda: torch.zeros(shape, dtype=cdtype,
+                                                                      device=w.device))
 
     chosen = _ALIASES.get(method, method)
     iters = max_iter if max_iter is not None else _DEFAULT_MAX_ITER[chosen]

@@ -259,3 +259,16 @@ def test_stream_progress_callback_and_stderr(capsys, monkeypatch):
     assert "row 4/4" in capsys.readouterr().err
     list(stream_causal_ot(4, 0.5, progress=False))
     assert capsys.readouterr().err == ""
+
+
+def test_log_potentials_agree_between_methods_and_vanish_at_rho_zero():
+    s = rand_scores(2, 24, 24, seed=45)
+    s[1, 10, 3] = -math.inf
+    newton = causal_ot_attention(s, 0.5, tol=1e-13).log_potentials  # from the weights
+    sweeps = causal_ot_attention(s, 0.5, method="sinkhorn", tol=1e-13).log_potentials
+    # sweeps' own logV, stopped at increment 1e-13: within 10 tol/(1-rho)^2 of the fixed point
+    # (see test_causal_ot), times kappa log-scale ~ 1: 1e-11 is ample
+    assert (newton - sweeps).abs().max().item() <= 1e-11
+    assert newton[1, 10, 3] == 0 and torch.count_nonzero(torch.triu(newton, 1)) == 0
+    zero = causal_ot_attention(s, 0.0).log_potentials
+    assert zero.shape == s.shape and torch.count_nonzero(zero) == 0
