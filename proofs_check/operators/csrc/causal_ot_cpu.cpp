@@ -422,6 +422,9 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
         }
       }
       const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
+      // the start needs ~1e-7 (float64) / 1e-4 (float32, near its resolution): one joint
+      // Newton step then reaches the row's aim
+      const T start_tol = std::is_same<T, float>::value ? T(1e-4) : T(1e-7);
       for (int outer = 0; outer < 12; ++outer) {
         T tot = (p_far > -inf) ? std::exp(p_far - zeta) : T(0);
         T slope = tot;
@@ -440,7 +443,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
             g = 1 + kappa * a / d;
             const T dx = (xj + kappa * std::log(d) - tj) / g;
             xj -= dx;
-            if (!(std::abs(dx) > T(1e-7))) break;
+            if (!(std::abs(dx) > start_tol * (1 + std::abs(xj)))) break;
           }
           x[j] = xj;
           const T a = std::exp(xj);
@@ -450,7 +453,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
         // Newton on log tot(zeta) = 0 (decreasing in zeta, slope/tot in [1-rho, 1])
         const T dz = std::log(tot) * tot / slope;
         zeta += dz;
-        if (!(std::abs(dz) > T(1e-4))) break;
+        if (!(std::abs(dz) > T(1e-4) * (1 + std::abs(zeta)))) break;
       }
 #pragma omp simd
       for (std::int64_t j = 0; j < m; ++j) {
