@@ -157,14 +157,17 @@ struct RowStats {
   int bad = 0;         // invalid row: 1 NaN score, 2 +inf score, 3 every key masked
 };
 
+constexpr std::int64_t kMaxNear = 128;  // near keys solved inside the start (see below)
+
 // Work buffers for one row of up to m live keys.
 template <typename T>
 struct Work {
-  std::vector<T> s, c, lc, q, x, r, gi, a, ld;
+  std::vector<T> s, c, lc, q, x, r, gi, a, ld, ns, nc, nlc, nx;
   std::vector<std::int64_t> idx, fresh, near;
   void resize(std::int64_t m) {
     s.resize(m); c.resize(m); lc.resize(m); q.resize(m); x.resize(m); r.resize(m); gi.resize(m);
     a.resize(m); ld.resize(m);
+    ns.resize(kMaxNear); nc.resize(kMaxNear); nlc.resize(kMaxNear); nx.resize(kMaxNear);
     idx.resize(m);
     fresh.reserve(16);
     near.reserve(64);
@@ -409,7 +412,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     for (std::int64_t j = 0; j < m; ++j)
       if (c[j] > 0 && q[j] - lc[j] > near_cut) w.near.push_back(j);
     const std::size_t nn = w.near.size();
-    if (nn > 0 && nn <= 128) {
+    if (nn > 0 && std::int64_t(nn) <= kMaxNear) {
       T acc_all = std::exp(P - qmax), acc_near = 0;
       for (std::int64_t j : w.near) acc_near += std::exp(q[j] - qmax);
       T acc_far = acc_all - acc_near;
@@ -425,6 +428,19 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
       // the start needs ~1e-7 (float64) / 1e-4 (float32, near its resolution): one joint
       // Newton step then reaches the row's aim
       const T start_tol = std::is_same<T, float>::value ? T(1e-4) : T(1e-7);
+      // gather the near keys into contiguous buffers: their Newton loops vectorise
+      T* __restrict ns = w.ns.data();
+      T* __restrict nc = w.nc.data();
+      T* __restrict nlc = w.nlc.data();
+      T* __restrict nx = w.nx.data();
+      const std::int64_t nk = std::int64_t(nn);
+      for (std::int64_t k = 0; k < nk; ++k) {
+        const std::int64_t j = w.near[k];
+        ns[k] = s[j];
+        nc[k] = c[j];
+        nlc[k] = lc[j];
+        nx[k] = x[j];
+      }
       for (int outer = 0; outer < 12; ++outer) {
         T tot = (p_far > -inf) ? std::exp(p_far - zeta) : T(0);
         T slope = tot;
@@ -433,28 +449,42 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
           tot += e;
           slope += omr * e;
         }
-        for (std::int64_t j : w.near) {
-          const T tj = s[j] - zeta;
-          T xj = std::min(x[j], std::min(tj - kappa * lc[j], omr * tj));
-          T g = 1;
-          for (int k = 0; k < 40; ++k) {
-            const T a = std::exp(xj);
-            const T d = c[j] + a;
-            g = 1 + kappa * a / d;
-            const T dx = (xj + kappa * std::log(d) - tj) / g;
-            xj -= dx;
-            if (!(std::abs(dx) > start_tol * (1 + std::abs(xj)))) break;
-          }
-          x[j] = xj;
-          const T a = std::exp(xj);
-          tot += a;
-          slope += a / g;
+        // each near key's convex scalar equation by Newton from (at most) its upper bound
+#pragma omp simd
+        for (std::int64_t k = 0; k < nk; ++k) {
+          const T tk = ns[k] - zeta;
+          nx[k] = std::min(nx[k], std::min(tk - kappa * nlc[k], omr * tk));
         }
+        for (int it = 0; it < 40; ++it) {
+          T mdx = 0;
+#pragma omp simd reduction(max : mdx)
+          for (std::int64_t k = 0; k < nk; ++k) {
+            const T tk = ns[k] - zeta;
+            const T a = fexp(nx[k]);
+            const T d = nc[k] + a;
+            const T g = 1 + kappa * a / d;
+            const T dx = (nx[k] + kappa * flog(std::max(d, Lim<T>::tiny)) - tk) / g;
+            nx[k] -= dx;
+            mdx = std::max(mdx, std::abs(dx) / (1 + std::abs(nx[k])));
+          }
+          if (!(mdx > start_tol)) break;
+        }
+        T sa = 0, sg = 0;
+#pragma omp simd reduction(+ : sa, sg)
+        for (std::int64_t k = 0; k < nk; ++k) {
+          const T a = fexp(nx[k]);
+          const T d = nc[k] + a;
+          sa += a;
+          sg += a * d / (d + kappa * a);
+        }
+        tot += sa;
+        slope += sg;
         // Newton on log tot(zeta) = 0 (decreasing in zeta, slope/tot in [1-rho, 1])
         const T dz = std::log(tot) * tot / slope;
         zeta += dz;
         if (!(std::abs(dz) > T(1e-4) * (1 + std::abs(zeta)))) break;
       }
+      for (std::int64_t k = 0; k < nk; ++k) x[w.near[k]] = nx[k];
 #pragma omp simd
       for (std::int64_t j = 0; j < m; ++j) {
         const T ub = std::min(q[j] - zeta, omr * (s[j] - zeta));
