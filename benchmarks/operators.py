@@ -1,17 +1,20 @@
-"""Benchmark of the causal OT operator (issue 4 "Speed and memory"; THEORY §2).
+"""Benchmark of the causal OT operator against masked softmax (issue 11; THEORY §2).
 
-``python -m benchmarks.operators [--quick] [--json] [--stream-n N] [--skip-stream]``
+``python -m benchmarks.operators [--quick] [--json] [--skip-stream] [--stream-n N]
+[--stream-rhos R,R,...] [--methods M,M,...]``
 
-Dense part: at ``n in {512, 2048}``, ``rho in {0.3, 0.6, 0.9, 0.99}``, float32 and float64, each
-method's iterations (sweeps, or Newton steps per row for ``exact``) and wall time to the dtype's
-default tolerance (``1e-10`` float64, ``1e-5`` float32), and the ratio to one masked softmax at
-the same ``n`` and dtype (best of 5). Plain sweeps are capped (``--sinkhorn-cap``); a capped run
-is reported with ``converged: false``.
+Dense part: ``causal_ot_attention`` (default ``method="newton"``: the compiled row solver on
+CPU) at ``n in {512, 1024, 2048}`` (1 and 8 heads) and ``4096`` (1 head),
+``rho in {0.3, 0.9, 0.99}``, float64
+(tol ``1e-10``) and float32 (tol ``1e-5``), i.i.d. N(0, 1) scores; the ratio is the median of
+5 calls over the median of 5 masked softmaxes (``torch.softmax(s.masked_fill(upper, -inf))``)
+of the same shape and dtype, timed interleaved in the same process after one warm-up.
+Forward plus backward: the same ratio for ``(w * g).sum().backward()`` at ``n = 2048``, 8 heads.
+Other methods (``sinkhorn``, ``anderson``: Lemma 2.2 sweeps) at ``n = 512`` for comparison.
 
 Streaming part: the constant-score operator's rows up to ``n = 65536`` in a child process
 (one torch thread), wall time and peak resident memory above the child's baseline, against the
-dense ``n^2`` float64 footprint. Timings on a shared 2-core machine are noisy: treat them as
-upper bounds.
+dense ``n^2`` float64 footprint. On a shared 2-core machine read each ratio as +-30%.
 """
 
 from __future__ import annotations
@@ -19,93 +22,140 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
 import warnings
 
 
-def _softmax_time(n: int, dtype, repeats: int = 5) -> float:
+def _median_interleaved(fns, repeats: int = 5) -> list[float]:
+    """Median wall time of each function, run round-robin ``repeats`` times after a warm-up."""
+    for f in fns:
+        f()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for i, f in enumerate(fns):
+            t0 = time.perf_counter()
+            f()
+            times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def _masked_softmax_fn(s, mask):
     import torch
 
-    s = torch.randn(n, n, dtype=dtype)
-    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return lambda: torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
 
 
-def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int) -> list[dict]:
+def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
+               repeats: int = 5) -> list[dict]:
+    """One row per (n, heads, dtype, rho, method): iterations, wall time, ratio to softmax."""
     import torch
 
     from proofs_check.operators import ConvergenceWarning, causal_ot_attention
 
     out = []
     for n in ns:
-        g = torch.Generator().manual_seed(n)
-        base = torch.randn(n, n, generator=g, dtype=torch.float64)
-        for dtype in dtypes:
-            sm = _softmax_time(n, dtype)
-            s = base.to(dtype)
-            for rho in rhos:
-                for method in methods:
-                    cap = sinkhorn_cap if method == "sinkhorn" else None
-                    t0 = time.perf_counter()
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", ConvergenceWarning)
-                        res = causal_ot_attention(s, rho, method=method, max_iter=cap)
-                    wall = time.perf_counter() - t0
-                    row = {
-                        "n": n,
-                        "dtype": str(dtype).replace("torch.", ""),
-                        "rho": rho,
-                        "method": method,
-                        "iterations": res.info.sweeps,
-                        "converged": res.info.converged,
-                        "residual": res.info.residual,
-                        "tol": res.info.tol,
-                        "wall_s": wall,
-                        "softmax_s": sm,
-                        "ratio_to_softmax": wall / sm,
-                    }
-                    out.append(row)
-                    print(json.dumps(row), file=sys.stderr, flush=True)
+        mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+        for h in heads:
+            g = torch.Generator().manual_seed(n + h)
+            base = torch.randn(h, n, n, generator=g, dtype=torch.float64)
+            for dtype in dtypes:
+                s = base.to(dtype)
+                for rho in rhos:
+                    for method in methods:
+                        cap = sinkhorn_cap if method in ("sinkhorn", "anderson") else None
+                        holder = {}
+
+                        def op(s=s, rho=rho, method=method, cap=cap, holder=holder):
+                            with warnings.catch_warnings():
+                                warnings.simplefilter("ignore", ConvergenceWarning)
+                                holder["res"] = causal_ot_attention(s, rho, method=method,
+                                                                    max_iter=cap)
+
+                        reps = repeats if method not in ("sinkhorn", "anderson") else 1
+                        sm, wall = _median_interleaved([_masked_softmax_fn(s, mask), op], reps)
+                        res = holder["res"]
+                        row = {
+                            "n": n, "heads": h, "dtype": str(dtype).replace("torch.", ""),
+                            "rho": rho, "method": method,
+                            "iterations": res.info.sweeps, "converged": res.info.converged,
+                            "residual": res.info.residual, "tol": res.info.tol,
+                            "wall_s": wall, "softmax_s": sm, "ratio_to_softmax": wall / sm,
+                        }
+                        out.append(row)
+                        print(json.dumps(row), file=sys.stderr, flush=True)
     return out
 
 
-def _stream_child(n: int) -> None:
+def backward_rows(n: int, heads: int, rhos, dtype_name: str = "float64",
+                  repeats: int = 5) -> list[dict]:
+    """Forward + backward of ``(w * g).sum()`` against the same for masked softmax."""
+    import torch
+
+    from proofs_check.operators import causal_ot_attention
+
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator().manual_seed(7)
+    base = torch.randn(heads, n, n, generator=gen, dtype=dtype)
+    upstream = torch.randn(heads, n, n, generator=gen, dtype=dtype)
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    out = []
+    for rho in rhos:
+        def sm_fb():
+            s = base.clone().requires_grad_(True)
+            (torch.softmax(s.masked_fill(mask, float("-inf")), -1) * upstream).sum().backward()
+
+        def ot_fb(rho=rho):
+            s = base.clone().requires_grad_(True)
+            (causal_ot_attention(s, rho).weights * upstream).sum().backward()
+
+        sm, wall = _median_interleaved([sm_fb, ot_fb], repeats)
+        row = {"n": n, "heads": heads, "dtype": dtype_name, "rho": rho,
+               "method": "newton fwd+bwd", "wall_s": wall, "softmax_s": sm,
+               "ratio_to_softmax": wall / sm}
+        out.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    return out
+
+
+def _stream_child(n: int, rho: float) -> None:
     import torch
 
     torch.set_num_threads(1)
     from proofs_check.operators import stream_causal_ot
+    from proofs_check.operators._causal_ot_compiled import load_extension
 
+    compiled = load_extension() is not None
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     last = None
-    for _, row in stream_causal_ot(n, 1 / 3):
+    for _, row in stream_causal_ot(n, rho, progress=True):
         last = row
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({
-        "n": n, "rho": 1 / 3, "wall_s": wall,
+        # cpu_s: this process's CPU time; on a loaded machine wall_s exceeds it
+        "n": n, "rho": rho, "wall_s": wall, "cpu_s": cpu, "compiled": compiled, "threads": 1,
         # ru_maxrss is KiB on Linux and a high-water mark: 0 above the baseline means the
         # solver never exceeded the peak reached while importing torch (its own buffers are
         # O(n): a few vectors of n floats)
         "peak_rss_above_baseline_bytes": (peak - base) * 1024,
         "baseline_peak_rss_bytes": base * 1024,
-        "solver_state_bytes": 8 * n,  # the column masses C[l-1, :], float64
+        "solver_state_bytes": 16 * n,  # C[l-1, :] and log C[l-1, :], float64
         "dense_float64_bytes": 8 * n * n,
         "last_row_sum": float(last.sum()),
     }))
 
 
-def stream_row(n: int) -> dict:
+def stream_row(n: int, rho: float = 1 / 3) -> dict:
+    """The stream in a child process with one torch thread (its progress goes to stderr)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.operators", "--stream-child", str(n)],
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "benchmarks.operators", "--stream-child", str(n),
+         "--stream-rhos", repr(rho)],
+        stdout=subprocess.PIPE, text=True, check=True,
     )
     row = json.loads(proc.stdout.strip().splitlines()[-1])
     row["memory_ratio_to_dense"] = row["peak_rss_above_baseline_bytes"] / row["dense_float64_bytes"]
@@ -113,18 +163,29 @@ def stream_row(n: int) -> dict:
 
 
 def run(quick: bool = False, *, stream_n: int | None = None, skip_stream: bool = False,
-        sinkhorn_cap: int = 400) -> list[dict]:
-    """Run the benchmark; returns one dict per measurement (dense rows, then the stream row)."""
+        sinkhorn_cap: int = 400, stream_rhos=(1 / 3, 0.9, 0.99), methods=None) -> list[dict]:
+    """Run the benchmark; returns one dict per measurement (dense, backward, then stream)."""
     import torch
 
+    f64, f32 = torch.float64, torch.float32
     if quick:
-        ns, rhos = [128, 256], [0.3, 0.9, 0.99]
+        rows = dense_rows([128, 256], [0.3, 0.99], [f64, f32], ["newton"], sinkhorn_cap,
+                          heads=(1, 2))
+        rows += dense_rows([128], [0.9], [f64], ["sinkhorn", "anderson"], sinkhorn_cap)
+        rows += backward_rows(256, 2, [0.9])
     else:
-        ns, rhos = [512, 2048], [0.3, 0.6, 0.9, 0.99]
-    rows = dense_rows(ns, rhos, [torch.float64, torch.float32],
-                      ["sinkhorn", "anderson", "exact"], sinkhorn_cap)
+        rows = dense_rows([512, 1024, 2048], [0.3, 0.9, 0.99], [f64, f32],
+                          methods or ["newton"], sinkhorn_cap, heads=(1, 8))
+        # 8 heads at n = 4096 would hold ~4 GB of float64 scores, weights and softmax copies
+        rows += dense_rows([4096], [0.3, 0.9, 0.99], [f64, f32], methods or ["newton"],
+                           sinkhorn_cap, heads=(1,))
+        if methods is None:
+            rows += dense_rows([512], [0.3, 0.9, 0.99], [f64], ["sinkhorn", "anderson"],
+                               sinkhorn_cap)
+        rows += backward_rows(2048, 8, [0.3, 0.9, 0.99])
     if not skip_stream:
-        rows.append(stream_row(stream_n or (2048 if quick else 65536)))
+        for rho in stream_rhos if not quick else (1 / 3,):
+            rows.append(stream_row(stream_n or (2048 if quick else 65536), rho))
     return rows
 
 
@@ -133,26 +194,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes (seconds, not minutes)")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.add_argument("--stream-n", type=int, default=None)
+    p.add_argument("--stream-rhos", default="0.3333333333333333,0.9,0.99")
     p.add_argument("--skip-stream", action="store_true")
+    p.add_argument("--only-stream", action="store_true", help="only the streaming runs")
+    p.add_argument("--methods", default=None, help="comma list (default: newton)")
     p.add_argument("--sinkhorn-cap", type=int, default=400)
     p.add_argument("--stream-child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    rhos = [float(r) for r in args.stream_rhos.split(",") if r.strip()]
     if args.stream_child is not None:
-        _stream_child(args.stream_child)
+        _stream_child(args.stream_child, rhos[0])
         return 0
-    rows = run(args.quick, stream_n=args.stream_n, skip_stream=args.skip_stream,
-               sinkhorn_cap=args.sinkhorn_cap)
+    if args.only_stream:
+        rows = [stream_row(args.stream_n or 65536, rho) for rho in rhos]
+    else:
+        methods = args.methods.split(",") if args.methods else None
+        rows = run(args.quick, stream_n=args.stream_n, skip_stream=args.skip_stream,
+                   sinkhorn_cap=args.sinkhorn_cap, stream_rhos=rhos, methods=methods)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
     for r in rows:
         if "method" in r:
-            print(f"n={r['n']:5d} {r['dtype']:7s} rho={r['rho']:<4} {r['method']:8s} "
-                  f"iters={r['iterations']:5d} conv={r['converged']!s:5s} "
-                  f"wall={r['wall_s']:8.3f}s ({r['ratio_to_softmax']:9.1f}x softmax)")
+            extra = (f"iters={r['iterations']:5d} conv={r['converged']!s:5s} "
+                     if "iterations" in r else "")
+            print(f"n={r['n']:5d} h={r['heads']} {r['dtype']:7s} rho={r['rho']:<4} "
+                  f"{r['method']:14s} {extra}wall={r['wall_s']:8.4f}s "
+                  f"({r['ratio_to_softmax']:6.2f}x masked softmax)")
         else:
-            print(f"stream n={r['n']} rho=1/3: {r['wall_s']:.1f} s, peak RSS +"
-                  f"{r['peak_rss_above_baseline_bytes'] / 2**20:.1f} MiB vs dense "
+            print(f"stream n={r['n']} rho={r['rho']:.4g}: {r['wall_s']:.1f} s wall, "
+                  f"{r.get('cpu_s', float('nan')):.1f} s CPU (1 thread), "
+                  f"peak RSS +{r['peak_rss_above_baseline_bytes'] / 2**20:.1f} MiB vs dense "
                   f"{r['dense_float64_bytes'] / 2**30:.1f} GiB")
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -16,11 +17,15 @@ __all__ = [
     "ConvergenceInfo",
     "ConvergenceWarning",
     "causal_softmax",
+    "check_score_values",
     "compute_dtype",
     "default_tol",
     "live_mask",
+    "shift_rows",
     "validate_rho",
+    "validate_score_layout",
     "validate_scores",
+    "validate_tol",
 ]
 
 
@@ -35,15 +40,17 @@ class ConvergenceInfo:
     Attributes
     ----------
     method : str
-        The solver that ran (``"softmax"`` when ``rho == 0`` short-circuits).
+        The solver that ran: ``"newton"`` (row-by-row Newton, Lemma 2.1), ``"sinkhorn"``,
+        ``"anderson"`` (Lemma 2.2 sweeps), or ``"softmax"`` when ``rho == 0`` short-circuits.
     sweeps : int
         Full passes over the matrix (``sinkhorn``/``anderson``), or the largest number of
-        Newton iterations any row needed (``exact``).
+        Newton iterations any row needed (``newton``). Also available as ``iterations``.
     residual : float
         ``sinkhorn``/``anderson``: sup-norm of the last plain-sweep increment of ``logV``
         (Lemma 2.2), which equals ``(1 - rho)`` times the log-domain fixed-point residual
-        ``max |logV + kappa log C'|``. ``exact``: the largest final Newton step in the
-        log-normaliser ``log Z_l`` or in ``log a[l, j]`` over all rows (Lemma 2.1).
+        ``max |logV + kappa log C'|``. ``newton``: the largest, over rows, estimate of the
+        final error in ``log Z_l`` and ``log a[l, j]`` (the last Newton step, or Newton's
+        quadratic estimate ``4 step^3 / step_prev^2`` once the steps shrink quadratically).
     converged : bool
         ``residual <= tol``. A ``ConvergenceWarning`` was issued when False.
     tol : float
@@ -56,10 +63,14 @@ class ConvergenceInfo:
     converged: bool
     tol: float
 
+    @property
+    def iterations(self) -> int:
+        """Same as ``sweeps`` (the name shared by every solver's diagnostics)."""
+        return self.sweeps
 
-@dataclass(frozen=True)
+
 class CausalOTResult:
-    """Output of :func:`causal_ot_attention`.
+    """Output of :func:`causal_ot_attention`: ``CausalOTResult(weights, info, log_potentials)``.
 
     Attributes
     ----------
@@ -70,12 +81,36 @@ class CausalOTResult:
         Solver diagnostics.
     log_potentials : torch.Tensor or None
         ``logV = -kappa * log C'`` (Lemma 2.2) on the live causal entries, zero elsewhere,
-        in the compute dtype; None when ``rho == 0``.
+        in the compute dtype (all zero when ``rho == 0``: ``kappa = 0``). Computed on first
+        access when the solver did not produce it (the row Newton solver, softmax), so that
+        it costs nothing unread.
     """
 
-    weights: torch.Tensor
-    info: ConvergenceInfo
-    log_potentials: torch.Tensor | None = None
+    __slots__ = ("_log_potentials", "_make_log_potentials", "info", "weights")
+
+    def __init__(
+        self,
+        weights: torch.Tensor,
+        info: ConvergenceInfo,
+        log_potentials: torch.Tensor | None = None,
+        *,
+        make_log_potentials: Callable[[], torch.Tensor] | None = None,
+    ) -> None:
+        self.weights = weights
+        self.info = info
+        self._log_potentials = log_potentials
+        self._make_log_potentials = make_log_potentials
+
+    @property
+    def log_potentials(self) -> torch.Tensor | None:
+        if self._log_potentials is None and self._make_log_potentials is not None:
+            self._log_potentials = self._make_log_potentials()
+            self._make_log_potentials = None
+        return self._log_potentials
+
+    def __repr__(self) -> str:
+        return (f"CausalOTResult(weights=<{tuple(self.weights.shape)} {self.weights.dtype}>, "
+                f"info={self.info!r})")
 
 
 def default_tol(dtype: torch.dtype) -> float:
@@ -108,13 +143,26 @@ def validate_rho(rho: object) -> float:
     return value
 
 
-def validate_scores(scores: object) -> torch.Tensor:
-    """Check shape, dtype and values of ``scores``; raise ValueError naming the problem.
+def validate_tol(tol: object) -> float | None:
+    """``None`` or a positive finite real (not a bool), as a float; else ValueError naming tol."""
+    if tol is None:
+        return None
+    if isinstance(tol, torch.Tensor) and tol.numel() == 1 and tol.device.type != "meta":
+        tol = tol.item()
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
+        raise ValueError(f"tol must be a positive finite number, got {tol!r}")
+    value = float(tol)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"tol must be a positive finite number, got {value!r}")
+    return value
 
-    Entries above the diagonal are ignored (they may hold anything, NaN included).
-    """
+
+def validate_score_layout(scores: object) -> torch.Tensor:
+    """Type, shape, dtype and device checks of ``scores`` (no pass over its values)."""
     if not isinstance(scores, torch.Tensor):
         raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
+    if scores.device.type == "meta":
+        raise ValueError("scores is on the 'meta' device (it holds no values to attend over)")
     if scores.dim() < 2:
         raise ValueError(f"scores must have at least 2 dimensions (..., n, n), got {scores.dim()}")
     n, m = scores.shape[-2], scores.shape[-1]
@@ -126,16 +174,53 @@ def validate_scores(scores: object) -> torch.Tensor:
         raise ValueError(f"scores must have a floating dtype, got {scores.dtype}")
     if scores.numel() == 0:
         raise ValueError("scores has an empty batch dimension")
+    return scores
+
+
+SCORE_VALUE_ERRORS = {
+    1: "scores contain NaN on or below the diagonal",
+    2: "scores contain +inf on or below the diagonal",
+    3: "scores have a row with every key masked (-inf on the whole row)",
+}
+
+
+def check_score_values(scores: torch.Tensor) -> None:
+    """NaN / +inf on or below the diagonal, or a fully masked row: ValueError."""
+    n = scores.shape[-1]
     causal = torch.ones(n, n, dtype=torch.bool, device=scores.device).tril()
     low = scores.detach()
     if torch.isnan(low).logical_and(causal).any():
-        raise ValueError("scores contain NaN on or below the diagonal")
+        raise ValueError(SCORE_VALUE_ERRORS[1])
     if (low == float("inf")).logical_and(causal).any():
-        raise ValueError("scores contain +inf on or below the diagonal")
+        raise ValueError(SCORE_VALUE_ERRORS[2])
     live = torch.isfinite(low).logical_and(causal)
     if not live.any(dim=-1).all():
-        raise ValueError("scores have a row with every key masked (-inf on the whole row)")
-    return scores
+        raise ValueError(SCORE_VALUE_ERRORS[3])
+
+
+def validate_scores(scores: object) -> torch.Tensor:
+    """Check shape, dtype and values of ``scores``; raise ValueError naming the problem.
+
+    Entries above the diagonal are ignored (they may hold anything, NaN included).
+    """
+    validate_score_layout(scores)
+    check_score_values(scores)  # type: ignore[arg-type]
+    return scores  # type: ignore[return-value]
+
+
+def shift_rows(scores: torch.Tensor, live: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores minus their row max over live keys (Proposition 2.4: nothing changes).
+
+    Returns the shifted scores (``-inf`` on dead entries) and the live mask, from which keys
+    whose difference to the row max overflows (``-inf``; their weight is below any float) are
+    dropped. Without the shift, ``exp`` overflows for large scores and a constant shift of a
+    row changes the iterates (float32 ``randn + 1e7`` never meets its tolerance).
+    """
+    neg_inf = torch.tensor(float("-inf"), dtype=scores.dtype, device=scores.device)
+    masked = torch.where(live, scores, neg_inf)
+    shifted = masked - masked.amax(dim=-1, keepdim=True)
+    live = live & torch.isfinite(shifted)
+    return torch.where(live, shifted, neg_inf), live
 
 
 def live_mask(scores: torch.Tensor) -> torch.Tensor:

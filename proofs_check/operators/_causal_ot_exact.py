@@ -139,6 +139,9 @@ def _solve_row_safe(
     t = s - zeta.unsqueeze(-1)
     x = torch.minimum(t * one_m_rho, t - kappa * log_c)
     step = float("inf")
+    best = float("inf")
+    stall = 0
+    floor = 1e3 * torch.finfo(s.dtype).eps
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 - the count is returned
         # inner Newton on every key for the current zeta (warm-started, so 1-3 steps)
@@ -176,6 +179,13 @@ def _solve_row_safe(
         step = max(dz.abs().max().item(), inner)
         if step <= tol:
             break
+        # a tol below the dtype's resolution: the step stalls at rounding level; stop there
+        # (unconverged) instead of iterating to max_iter
+        scale = 1.0 + zeta.abs().max().item()
+        stall = stall + 1 if (step >= best and step <= floor * scale) else 0
+        if stall >= 3:
+            break
+        best = min(best, step)
     return x, zeta, it, step
 
 

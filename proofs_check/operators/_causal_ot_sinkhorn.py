@@ -43,6 +43,7 @@ def sinkhorn(
     """
     log_v = torch.zeros_like(s_masked)
     res = float("inf")
+    stall = _Stall(s_masked.dtype)
     k = 0
     a = None
     for k in range(1, max_iter + 1):  # noqa: B007 - the count is returned
@@ -51,7 +52,28 @@ def sinkhorn(
         if res <= tol:
             break
         log_v = new
+        if stall.update(res, log_v):
+            break
     return a, log_v, k, res
+
+
+class _Stall:
+    """Detects increments stuck at the dtype's rounding level (a ``tol`` below resolution).
+
+    Stalled: the increment has been below ``16 eps (1 + max |logV|)`` (rounding level) for
+    ``patience`` sweeps. The caller then stops, unconverged, instead of sweeping to
+    ``max_iter`` (``tol = 1e-300`` with ``max_iter = 10**12`` would never end).
+    """
+
+    def __init__(self, dtype: torch.dtype, patience: int = 20) -> None:
+        self.floor = 16 * torch.finfo(dtype).eps
+        self.patience = patience
+        self.count = 0
+
+    def update(self, res: float, log_v: torch.Tensor) -> bool:
+        if res <= self.floor * (1.0 + log_v.abs().max().item()):
+            self.count += 1
+        return self.count >= self.patience
 
 
 def anderson(
@@ -77,13 +99,14 @@ def anderson(
     prev_x = prev_f = None
     best = float("inf")
     res = float("inf")
+    stall = _Stall(s_masked.dtype)
     k = 0
     a = None
     for k in range(1, max_iter + 1):  # noqa: B007 - the count is returned
         gx, a = sweep(s_masked, live, x, rho)
         f = gx - x
         res = f.abs().max().item()
-        if res <= tol:
+        if res <= tol or stall.update(res, x):
             break
         if prev_x is not None:
             dx_hist.append((x - prev_x).reshape(bsz, -1))

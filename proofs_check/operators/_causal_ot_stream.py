@@ -7,12 +7,16 @@ memory is O(n) whatever ``n`` (the dense operator would need ``n^2`` entries).
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 
 import torch
 
-from ._causal_ot_common import ConvergenceWarning, default_tol, validate_rho
+from ._causal_ot_common import ConvergenceWarning, default_tol, validate_rho, validate_tol
+from ._causal_ot_compiled import compiled_stream_row, load_extension
 from ._causal_ot_exact import solve_row
 
 __all__ = ["stream_causal_ot"]
@@ -27,6 +31,7 @@ def stream_causal_ot(
     device: str | torch.device = "cpu",
     tol: float | None = None,
     max_iter: int = 100,
+    progress: bool | Callable[[int, int], None] | None = None,
 ) -> Iterator[tuple[int, torch.Tensor]]:
     """Yield the operator's rows ``(l, a[l, 1..l])`` for ``l = 1..n`` with O(n) memory.
 
@@ -44,6 +49,14 @@ def stream_causal_ot(
     device : where the vectors live.
     tol, max_iter : Newton tolerance (dtype default) and cap per row; a row that misses it
         issues a :class:`ConvergenceWarning`.
+    progress : ``True`` prints ``row l/n`` lines to stderr (at most one per 5 s, and the last
+        row); a callable ``progress(l, n)`` is called before each row; False: silent; None
+        (default): ``True`` if the environment variable ``PROOFS_CHECK_PROGRESS`` is set to
+        anything but ``0``, else silent.
+
+    On CPU (``rho > 0``) each row runs through the compiled row kernel of
+    ``_causal_ot_compiled`` (the one the dense operator uses), elsewhere through the
+    pure-torch row solver.
 
     Yields
     ------
@@ -66,16 +79,41 @@ def stream_causal_ot(
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     if not isinstance(max_iter, int) or isinstance(max_iter, bool) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    tol_v = default_tol(dtype) if tol is None else float(tol)
-    if not tol_v > 0:
-        raise ValueError(f"tol must be positive, got {tol!r}")
-    return _stream(n, rho, score_fn, dtype, torch.device(device), tol_v, max_iter)
+    tol_v = validate_tol(tol)
+    tol_v = default_tol(dtype) if tol_v is None else tol_v
+    if progress is None and os.environ.get("PROOFS_CHECK_PROGRESS", "") not in ("", "0"):
+        progress = True  # e.g. set by a long command (python -m proofs_check --full)
+    if progress is True:
+        progress = _stderr_progress()
+    elif progress is not None and progress is not False and not callable(progress):
+        raise ValueError(f"progress must be None, a bool or a callable, got {progress!r}")
+    progress = progress or None
+    return _stream(n, rho, score_fn, dtype, torch.device(device), tol_v, max_iter, progress)
 
 
-def _stream(n, rho, score_fn, dtype, device, tol, max_iter):
+def _stderr_progress(every_s: float = 5.0) -> Callable[[int, int], None]:
+    """A progress callback printing ``row l/n`` to stderr at most every ``every_s`` seconds."""
+    start = time.monotonic()
+    last = [start]
+
+    def report(l_row: int, n: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s or l_row == n:
+            last[0] = now
+            print(f"stream_causal_ot: row {l_row}/{n} ({now - start:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+    return report
+
+
+def _stream(n, rho, score_fn, dtype, device, tol, max_iter, progress=None):
     col = torch.zeros(n, dtype=dtype, device=device)  # C[l-1, :]
+    lcol = torch.zeros(n, dtype=dtype, device=device)  # log C[l-1, :] (compiled kernel)
     idx = torch.arange(1, n + 1, device=device)
+    compiled = device.type == "cpu" and rho > 0 and load_extension() is not None
     for l_row in range(1, n + 1):
+        if progress is not None:
+            progress(l_row, n)
         j = idx[:l_row]
         if score_fn is None:
             s = torch.zeros(1, l_row, dtype=dtype, device=device)
@@ -91,6 +129,22 @@ def _stream(n, rho, score_fn, dtype, device, tol, max_iter):
                 raise ValueError(f"score_fn({l_row}, j) masked every key of row {l_row}")
             if bool(live.all()):
                 live = None
+        if compiled:
+            row, st = compiled_stream_row(s.reshape(-1), col, lcol, rho, tol, max_iter)
+            if not st[2] > 0:
+                warnings.warn(
+                    f"stream_causal_ot: row {l_row} stopped with Newton error estimate "
+                    f"{float(st[1]):.3e} > {tol:g}",
+                    ConvergenceWarning,
+                    stacklevel=2,
+                )
+            yield l_row, row
+            continue
+        if live is None:
+            s = s - s.max()
+        else:  # row shift (Proposition 2.4); a difference that overflows is a dead key
+            s = s - s.masked_fill(~live, float("-inf")).max()
+            live = live & torch.isfinite(s)
         if rho == 0.0:
             row = torch.softmax(s if live is None else s.masked_fill(~live, float("-inf")), -1)
         else:

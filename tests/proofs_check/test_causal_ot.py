@@ -404,7 +404,15 @@ def test_bad_input_raises_value_error(scores, rho, match):
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"method": "newton"}, "method"), ({"tol": 0.0}, "tol"), ({"max_iter": 0}, "max_iter")],
+    [
+        ({"method": "newtons"}, "method"),
+        ({"tol": 0.0}, "tol"),
+        ({"tol": math.inf}, "tol"),
+        ({"tol": math.nan}, "tol"),
+        ({"tol": True}, "tol"),
+        ({"tol": "1e-3"}, "tol"),
+        ({"max_iter": 0}, "max_iter"),
+    ],
 )
 def test_bad_options_raise_value_error(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -1,0 +1,815 @@
+// Compiled CPU kernels of the prefix-consistent causal OT operator (THEORY §2, Lemma 2.1).
+//
+// Row l of the operator solves, over its live keys j (finite score, j <= l), with
+// kappa = rho / (1 - rho) and the column masses C_j = C[l-1, j] of the earlier rows,
+//
+//     x_j + kappa log(C_j + e^{x_j}) + zeta - s_j = 0,     sum_j e^{x_j} = 1,
+//
+// (x_j = log a[l, j], zeta = log Z_l).  The forward solves it row by row (rows in order, one
+// (batch, head) slice per task of torch's own at::parallel_for) by a joint Newton iteration on
+// (x, zeta) from a closed-form start, each iterate clamped to the per-key upper bound of its
+// root; a safeguarded nested iteration takes over if that has not converged.  The backward
+// differentiates each row's optimality conditions and sweeps the rows in reverse.
+// See proofs_check/operators/_causal_ot_compiled.py for the derivations and the Python side.
+//
+// Transcendentals: the exp/log below are written for this file so that the compiler can
+// vectorise the key loops (-O3 -march=native): range reduction plus a polynomial, relative
+// error ~2 ulp in float64 and float32 (tested against torch.exp / torch.log by the tests).
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+template <typename T> struct Bits;
+template <> struct Bits<double> { using U = std::uint64_t; };
+template <> struct Bits<float> { using U = std::uint32_t; };
+
+template <typename T>
+inline typename Bits<T>::U to_bits(T x) {
+  typename Bits<T>::U u;
+  std::memcpy(&u, &x, sizeof(T));
+  return u;
+}
+template <typename T>
+inline T from_bits(typename Bits<T>::U u) {
+  T x;
+  std::memcpy(&x, &u, sizeof(T));
+  return x;
+}
+
+// exp(x); returns 0 below the normal range (x < log(min normal)), +inf never (clamped).
+inline double fexp(double x) {
+  const double lo = -708.3, hi = 709.7;
+  double xc = x < lo ? lo : (x > hi ? hi : x);
+  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
+  double t = xc * 1.4426950408889634 + shifter;
+  double k = t - shifter;
+  double r = xc - k * 6.93147180369123816490e-01;
+  r = r - k * 1.90821492927058770002e-10;
+  // e^r on |r| <= 0.347: Taylor to degree 12 (truncation < 2e-16 relative)
+  double p = 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  std::uint64_t kb = to_bits(t) - to_bits(shifter);  // k as a two's-complement integer
+  double scale = from_bits<double>((kb + 1023ULL) << 52);
+  double y = p * scale;
+  return x < lo ? 0.0 : y;
+}
+
+inline float fexp(float x) {
+  const float lo = -87.3f, hi = 88.7f;
+  float xc = x < lo ? lo : (x > hi ? hi : x);
+  const float shifter = 12582912.0f;  // 1.5 * 2^23
+  float t = xc * 1.44269504f + shifter;
+  float k = t - shifter;
+  float r = xc - k * 0.693145752f;
+  r = r - k * 1.42860677e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  std::uint32_t kb = to_bits(t) - to_bits(shifter);
+  float scale = from_bits<float>((kb + 127U) << 23);
+  float y = p * scale;
+  return x < lo ? 0.0f : y;
+}
+
+// log(x) for x >= min normal (callers clamp); log(m 2^e) = e log 2 + 2 atanh((m-1)/(m+1)).
+inline double flog(double x) {
+  std::uint64_t u = to_bits(x);
+  std::uint64_t eb = u >> 52;  // biased exponent (x > 0)
+  double m = from_bits<double>((u & 0x000FFFFFFFFFFFFFULL) | 0x3FF0000000000000ULL);
+  double e = from_bits<double>(eb | 0x4330000000000000ULL) - 4503599627370496.0 - 1023.0;
+  bool big = m > 1.4142135623730951;
+  m = big ? 0.5 * m : m;
+  e = big ? e + 1.0 : e;
+  double f = (m - 1.0) / (m + 1.0);
+  double s = f * f;
+  // 2 atanh(f) = 2 f (1 + s/3 + s^2/5 + ...), |f| <= 0.1716, s <= 0.0295
+  double p = 1.0 / 23.0;
+  p = p * s + 1.0 / 21.0;
+  p = p * s + 1.0 / 19.0;
+  p = p * s + 1.0 / 17.0;
+  p = p * s + 1.0 / 15.0;
+  p = p * s + 1.0 / 13.0;
+  p = p * s + 1.0 / 11.0;
+  p = p * s + 1.0 / 9.0;
+  p = p * s + 1.0 / 7.0;
+  p = p * s + 1.0 / 5.0;
+  p = p * s + 1.0 / 3.0;
+  p = p * s + 1.0;
+  return e * 6.93147180369123816490e-01 + (e * 1.90821492927058770002e-10 + 2.0 * f * p);
+}
+
+inline float flog(float x) {
+  std::uint32_t u = to_bits(x);
+  std::uint32_t eb = u >> 23;
+  float m = from_bits<float>((u & 0x007FFFFFU) | 0x3F800000U);
+  float e = from_bits<float>(eb | 0x4B000000U) - 8388608.0f - 127.0f;
+  bool big = m > 1.41421356f;
+  m = big ? 0.5f * m : m;
+  e = big ? e + 1.0f : e;
+  float f = (m - 1.0f) / (m + 1.0f);
+  float s = f * f;
+  float p = 1.0f / 9.0f;
+  p = p * s + 1.0f / 7.0f;
+  p = p * s + 1.0f / 5.0f;
+  p = p * s + 1.0f / 3.0f;
+  p = p * s + 1.0f;
+  return e * 0.693145752f + (e * 1.42860677e-06f + 2.0f * f * p);
+}
+
+template <typename T>
+struct Lim {
+  static constexpr T tiny = std::numeric_limits<T>::min();
+  static constexpr T eps = std::numeric_limits<T>::epsilon();
+  // a key whose weight is below e^{-under} is flushed to exactly 0 (below the normal range)
+  static constexpr T under = std::is_same<T, double>::value ? T(708) : T(87);
+};
+
+struct RowStats {
+  int iters = 0;       // Newton iterations used (joint + safeguarded)
+  double resid = 0.0;  // bound on the final error of x and zeta (see solve_compact)
+  bool ok = true;      // reached tol
+  bool fallback = false;
+  int bad = 0;         // invalid row: 1 NaN score, 2 +inf score, 3 every key masked
+};
+
+constexpr std::int64_t kMaxNear = 128;  // near keys solved inside the start (see below)
+
+// Work buffers for one row of up to m live keys.
+template <typename T>
+struct Work {
+  std::vector<T> s, c, lc, q, x, r, gi, a, ld, ns, nc, nlc, nx;
+  std::vector<std::int64_t> idx, fresh, near;
+  void resize(std::int64_t m) {
+    s.resize(m); c.resize(m); lc.resize(m); q.resize(m); x.resize(m); r.resize(m); gi.resize(m);
+    a.resize(m); ld.resize(m);
+    ns.resize(kMaxNear); nc.resize(kMaxNear); nlc.resize(kMaxNear); nx.resize(kMaxNear);
+    idx.resize(m);
+    fresh.reserve(16);
+    near.reserve(64);
+  }
+};
+
+// Newton step size measure: keys with a_j below this contribute nothing measurable.
+template <typename T>
+inline T counted_floor(T tol) { return std::log(tol) - T(30); }
+
+// Safeguarded nested solve (fallback): for each zeta, every key's scalar convex equation by
+// Newton from its upper bound (monotone from above); zeta by bracketed Newton on
+// u(zeta) = log sum_j a_j(zeta) (slope in [-1, -(1-rho)]).
+template <typename T>
+void solve_safe(std::int64_t m, const T* s, const T* c, const T* lc, T* x, T& zeta, T kappa,
+                T omr, double tol, std::int64_t max_iter, RowStats& st) {
+  T lo = -std::numeric_limits<T>::infinity(), hi = std::numeric_limits<T>::infinity();
+  double prev = std::numeric_limits<double>::infinity();
+  int stall = 0;
+  const T floor_x = counted_floor<T>(T(tol));
+  for (std::int64_t it = 1; it <= max_iter; ++it) {
+    double inner = 0.0;
+    T sum_a = 0, sum_ag = 0;
+    for (std::int64_t j = 0; j < m; ++j) {
+      const T t = s[j] - zeta;
+      T ub = omr * t;
+      if (c[j] > 0) ub = std::min(ub, t - kappa * lc[j]);
+      T xj = ub;
+      T g = 1;
+      for (int k = 0; k < 200; ++k) {
+        const T a = std::exp(xj);
+        const T ld = c[j] > 0 ? std::log(std::max(c[j] + a, Lim<T>::tiny)) : xj;
+        const T ratio = c[j] > 0 ? a / (c[j] + a) : T(1);
+        g = 1 + kappa * ratio;
+        const T dx = (xj + kappa * ld - t) / g;
+        const T xn = xj - dx;
+        if (!(std::abs(dx) > T(0.1) * T(tol)) || xn == xj) { xj = xn; break; }
+        xj = xn;
+        if (k == 199 && xj > floor_x) inner = std::max(inner, double(std::abs(dx)));
+      }
+      x[j] = xj;
+      const T a = std::exp(xj);
+      sum_a += a;
+      sum_ag += a / g;
+    }
+    const T u = std::log(sum_a);
+    const T slope = sum_ag / sum_a;
+    const T b1 = zeta + u, b2 = zeta + u / omr;
+    lo = std::max(lo, std::min(b1, b2));
+    hi = std::min(hi, std::max(b1, b2));
+    T nz = zeta + u / slope;
+    if (!(nz >= lo && nz <= hi)) nz = T(0.5) * (lo + hi);
+    const double step = std::max(double(std::abs(nz - zeta)), inner);
+    zeta = nz;
+    st.iters += 1;
+    st.resid = step;
+    if (step <= tol) { st.ok = true; return; }
+    // below the dtype's resolution the step stops shrinking: give up instead of looping
+    if (step >= prev && step <= 1e3 * double(Lim<T>::eps) * (1.0 + std::abs(double(zeta)))) {
+      if (++stall >= 3) break;
+    }
+    prev = std::min(prev, step);
+    if (!(hi > lo)) break;
+  }
+  // final x at the final zeta
+  for (std::int64_t j = 0; j < m; ++j) {
+    const T t = s[j] - zeta;
+    T ub = omr * t;
+    if (c[j] > 0) ub = std::min(ub, t - kappa * lc[j]);
+    T xj = ub;
+    for (int k = 0; k < 200; ++k) {
+      const T a = std::exp(xj);
+      const T ld = c[j] > 0 ? std::log(std::max(c[j] + a, Lim<T>::tiny)) : xj;
+      const T ratio = c[j] > 0 ? a / (c[j] + a) : T(1);
+      const T dx = (xj + kappa * ld - t) / (1 + kappa * ratio);
+      const T xn = xj - dx;
+      if (!(std::abs(dx) > T(0.1) * T(tol)) || xn == xj) { xj = xn; break; }
+      xj = xn;
+    }
+    x[j] = xj;
+  }
+  st.ok = st.resid <= tol;
+}
+
+// Small-argument expm1 and log1p (|d| <= 1/8, |u| <= 0.134): Taylor to degree 12 and 17 in
+// float64 (truncation below 1e-16 relative; degree 7 and 9 in float32, below 1e-9); used to update a_j = e^{x_j} and log(C_j + a_j) along
+// small Newton steps without fresh transcendentals (range reduction, division).
+template <typename T>
+inline T expm1_small(T d) {
+  if constexpr (std::is_same<T, float>::value) {  // degree 7: truncation < 1e-11 relative
+    T p = T(1.0 / 5040.0);
+    p = p * d + T(1.0 / 720.0);
+    p = p * d + T(1.0 / 120.0);
+    p = p * d + T(1.0 / 24.0);
+    p = p * d + T(1.0 / 6.0);
+    p = p * d + T(0.5);
+    p = p * d + T(1);
+    return p * d;
+  } else {
+    T p = T(1.0 / 479001600.0);
+    p = p * d + T(1.0 / 39916800.0);
+    p = p * d + T(1.0 / 3628800.0);
+    p = p * d + T(1.0 / 362880.0);
+    p = p * d + T(1.0 / 40320.0);
+    p = p * d + T(1.0 / 5040.0);
+    p = p * d + T(1.0 / 720.0);
+    p = p * d + T(1.0 / 120.0);
+    p = p * d + T(1.0 / 24.0);
+    p = p * d + T(1.0 / 6.0);
+    p = p * d + T(0.5);
+    p = p * d + T(1);
+    return p * d;
+  }
+}
+template <typename T>
+inline T log1p_small(T u) {
+  constexpr int deg = std::is_same<T, float>::value ? 9 : 17;  // float: < 1e-9 relative
+  T p = T(1.0 / deg);
+  for (int k = deg - 1; k >= 1; --k) p = p * u + T((k % 2 ? 1.0 : -1.0) / k);
+  return p * u;
+}
+
+constexpr double kPolyStep = 1.0 / 8.0;  // largest step taken with the polynomial updates
+
+struct PassSums {
+  double sum_a, sum_p, sum_pr, mdx, mall;
+};
+
+// One merged Newton pass: apply the step (dx_j = -(r_j + dz) g_j^{-1}, clamped to the upper
+// bound of the root at the new zeta nz), then evaluate the new iterate (a_j, log D_j, 1/g_j,
+// r_j) and the sums of the next step. POLY: update a_j and log D_j from the old values with
+// expm1/log1p polynomials (valid for |step| <= kPolyStep, checked by the caller through mall).
+template <typename T, bool POLY>
+PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T floor_x) {
+  const T* __restrict s = w.s.data();
+  const T* __restrict c = w.c.data();
+  const T* __restrict q = w.q.data();
+  T* __restrict x = w.x.data();
+  T* __restrict r = w.r.data();
+  T* __restrict gi = w.gi.data();
+  T* __restrict a = w.a.data();
+  T* __restrict ld = w.ld.data();
+  const T g_fresh = T(1) / (T(1) + kappa);
+  T sum_a = 0, sum_p = 0, sum_pr = 0, mdx = 0, mall = 0;
+#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : mdx, mall)
+  for (std::int64_t j = 0; j < m; ++j) {
+    const T dx = -(r[j] + dz) * gi[j];
+    const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
+    const T xo = x[j];
+    const T xn = std::min(xo + dx, ub);
+    const T d = xn - xo;
+    const bool old = c[j] > 0;
+    T an, ldn;
+    if (POLY) {
+      const T e = expm1_small(d);
+      const T ae = a[j] * e;
+      an = a[j] + ae;
+      ldn = old ? ld[j] + log1p_small(ae / (c[j] + a[j])) : xn;
+    } else {
+      an = fexp(xn);
+      ldn = old ? flog(std::max(c[j] + an, Lim<T>::tiny)) : xn;
+    }
+    const T dn = c[j] + an;
+    const T g_inv = old ? dn / (dn + kappa * an) : g_fresh;
+    const T rj = xn + kappa * ldn + nz - s[j];
+    const T p = an * g_inv;
+    x[j] = xn;
+    a[j] = an;
+    ld[j] = ldn;
+    r[j] = rj;
+    gi[j] = g_inv;
+    sum_a += an;
+    sum_p += p;
+    sum_pr += p * rj;
+    const T ad = std::abs(d);
+    mall = std::max(mall, ad);
+    mdx = std::max(mdx, (xo > floor_x || xn > floor_x) ? ad : T(0));
+  }
+  return {double(sum_a), double(sum_p), double(sum_pr), double(mdx), double(mall)};
+}
+
+// One row on its m live keys (compacted): scores s (shifted so max = 0, all > -under/omr),
+// column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
+// (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
+template <typename T>
+T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int64_t max_iter,
+                T s_abs, RowStats& st) {
+  T* __restrict s = w.s.data();
+  T* __restrict c = w.c.data();
+  T* __restrict lc = w.lc.data();
+  T* __restrict q = w.q.data();
+  T* __restrict x = w.x.data();
+  T* __restrict r = w.r.data();
+  T* __restrict gi = w.gi.data();
+  const T inf = std::numeric_limits<T>::infinity();
+  // --- closed-form start: old keys keep their potential, q_j = s_j - kappa log C_j; fresh
+  // keys (C_j = 0) solve x = (1-rho)(s_j - zeta) exactly.
+  T qmax = -inf;
+#pragma omp simd reduction(max : qmax)
+  for (std::int64_t j = 0; j < m; ++j) {
+    const T qj = c[j] > 0 ? s[j] - kappa * lc[j] : inf;
+    q[j] = qj;
+    qmax = std::max(qmax, c[j] > 0 ? qj : -inf);
+  }
+  w.fresh.clear();
+  for (std::int64_t j = 0; j < m; ++j)
+    if (!(c[j] > 0)) w.fresh.push_back(j);
+  T P = -inf;
+  if (qmax > -inf) {
+    T acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (std::int64_t j = 0; j < m; ++j) acc += (q[j] < inf) ? fexp(q[j] - qmax) : T(0);
+    P = qmax + std::log(acc);
+  }
+  // zeta: scalar Newton on g(z) = log(e^{P - z} + sum_fresh e^{(1-rho)(s_f - z)}) = 0; g is
+  // convex and decreasing, so after the first step the iterates increase monotonically.
+  T zeta = P;
+  for (std::int64_t f : w.fresh) zeta = std::max(zeta, s[f]);
+  for (int k = 0; k < 60; ++k) {
+    T e_old = (P > -inf) ? std::exp(P - zeta) : T(0);
+    T e_new = 0;
+    for (std::int64_t f : w.fresh) e_new += std::exp(omr * (s[f] - zeta));
+    const T tot = e_old + e_new;
+    const T dz = std::log(tot) * tot / (e_old + omr * e_new);
+    zeta += dz;
+    if (!(std::abs(dz) > T(1e-3) * std::sqrt(T(tol)))) break;
+  }
+#pragma omp simd
+  for (std::int64_t j = 0; j < m; ++j) {
+    x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+    r[j] = 0;
+    gi[j] = 0;
+  }
+  // Near keys: old keys whose start weight is not small against their column mass
+  // (kappa a_j / C_j > 0.05 at the upper bound), where "keeps its potential" is a poor start and
+  // the bound overestimates a_j (by up to a factor e^{kappa log(1 + a_j/C_j)}). If there are
+  // few, solve them exactly inside a nested Newton iteration on zeta (the far keys' sum stays
+  // the closed form e^{P_far - zeta}); the joint Newton then starts close to the root.
+  if (qmax > -inf) {
+    w.near.clear();
+    const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
+    for (std::int64_t j = 0; j < m; ++j)
+      if (c[j] > 0 && q[j] - lc[j] > near_cut) w.near.push_back(j);
+    const std::size_t nn = w.near.size();
+    if (nn > 0 && std::int64_t(nn) <= kMaxNear) {
+      T acc_all = std::exp(P - qmax), acc_near = 0;
+      for (std::int64_t j : w.near) acc_near += std::exp(q[j] - qmax);
+      T acc_far = acc_all - acc_near;
+      if (acc_far < T(0.5) * acc_all) {  // cancellation: sum the far keys directly
+        acc_far = 0;
+        std::size_t k = 0;
+        for (std::int64_t j = 0; j < m; ++j) {
+          if (k < nn && w.near[k] == j) { ++k; continue; }
+          if (c[j] > 0) acc_far += std::exp(q[j] - qmax);
+        }
+      }
+      const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
+      // the start needs ~1e-7 (float64) / 1e-4 (float32, near its resolution): one joint
+      // Newton step then reaches the row's aim
+      const T start_tol = std::is_same<T, float>::value ? T(1e-4) : T(1e-7);
+      // gather the near keys into contiguous buffers: their Newton loops vectorise
+      T* __restrict ns = w.ns.data();
+      T* __restrict nc = w.nc.data();
+      T* __restrict nlc = w.nlc.data();
+      T* __restrict nx = w.nx.data();
+      const std::int64_t nk = std::int64_t(nn);
+      for (std::int64_t k = 0; k < nk; ++k) {
+        const std::int64_t j = w.near[k];
+        ns[k] = s[j];
+        nc[k] = c[j];
+        nlc[k] = lc[j];
+        nx[k] = x[j];
+      }
+      for (int outer = 0; outer < 12; ++outer) {
+        T tot = (p_far > -inf) ? std::exp(p_far - zeta) : T(0);
+        T slope = tot;
+        for (std::int64_t f : w.fresh) {
+          const T e = std::exp(omr * (s[f] - zeta));
+          tot += e;
+          slope += omr * e;
+        }
+        // each near key's convex scalar equation by Newton from (at most) its upper bound
+#pragma omp simd
+        for (std::int64_t k = 0; k < nk; ++k) {
+          const T tk = ns[k] - zeta;
+          nx[k] = std::min(nx[k], std::min(tk - kappa * nlc[k], omr * tk));
+        }
+        for (int it = 0; it < 40; ++it) {
+          T mdx = 0;
+#pragma omp simd reduction(max : mdx)
+          for (std::int64_t k = 0; k < nk; ++k) {
+            const T tk = ns[k] - zeta;
+            const T a = fexp(nx[k]);
+            const T d = nc[k] + a;
+            const T g = 1 + kappa * a / d;
+            const T dx = (nx[k] + kappa * flog(std::max(d, Lim<T>::tiny)) - tk) / g;
+            nx[k] -= dx;
+            mdx = std::max(mdx, std::abs(dx) / (1 + std::abs(nx[k])));
+          }
+          if (!(mdx > start_tol)) break;
+        }
+        T sa = 0, sg = 0;
+#pragma omp simd reduction(+ : sa, sg)
+        for (std::int64_t k = 0; k < nk; ++k) {
+          const T a = fexp(nx[k]);
+          const T d = nc[k] + a;
+          sa += a;
+          sg += a * d / (d + kappa * a);
+        }
+        tot += sa;
+        slope += sg;
+        // Newton on log tot(zeta) = 0 (decreasing in zeta, slope/tot in [1-rho, 1])
+        const T dz = std::log(tot) * tot / slope;
+        zeta += dz;
+        if (!(std::abs(dz) > T(1e-4) * (1 + std::abs(zeta)))) break;
+      }
+      for (std::int64_t k = 0; k < nk; ++k) x[w.near[k]] = nx[k];
+#pragma omp simd
+      for (std::int64_t j = 0; j < m; ++j) {
+        const T ub = std::min(q[j] - zeta, omr * (s[j] - zeta));
+        x[j] = std::min(x[j], ub);  // near keys keep their root (below the bound)
+      }
+      std::size_t k = 0;
+      for (std::int64_t j = 0; j < m; ++j) {  // far keys restart at the bound
+        if (k < nn && w.near[k] == j) { ++k; continue; }
+        x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+      }
+    }
+  }
+  const T floor_x = counted_floor<T>(T(tol));
+  // first evaluation at the start (a zero step)
+  PassSums ps = newton_pass<T, false>(m, w, kappa, omr, T(0), zeta, floor_x);
+
+  // --- joint Newton on (x, zeta), every iterate clamped to the per-key upper bound of its
+  // root, min(s_j - zeta - kappa log C_j, (1-rho)(s_j - zeta)); each pass applies one step
+  // and evaluates the next.
+  const std::int64_t joint_max = std::min<std::int64_t>(max_iter, 40);
+  double prev_step = inf;
+  bool done = false, stalled = false;
+  std::int64_t it = 0;
+  for (it = 1; it <= joint_max; ++it) {
+    const T dz = T((ps.sum_a - 1.0 - ps.sum_pr) / ps.sum_p);
+    const T nz = zeta + dz;
+    // polynomial updates, optimistically (the start is close: steps are small); if a key
+    // moved too far for the polynomials, re-evaluate a and log D with fresh exp/log
+    const bool poly = std::abs(double(dz)) <= kPolyStep;
+    ps = poly ? newton_pass<T, true>(m, w, kappa, omr, dz, nz, floor_x)
+              : newton_pass<T, false>(m, w, kappa, omr, dz, nz, floor_x);
+    if (poly && ps.mall > kPolyStep) {
+      for (std::int64_t j = 0; j < m; ++j) { r[j] = 0; gi[j] = 0; }
+      const double mdx = ps.mdx;
+      ps = newton_pass<T, false>(m, w, kappa, omr, T(0), nz, floor_x);
+      ps.mdx = mdx;
+    }
+    zeta = nz;
+    const double step = std::max(double(std::abs(dz)), ps.mdx);
+    if (!std::isfinite(step)) break;
+    // Stopping rule. The step just taken estimates the error of the previous iterate; with
+    // Newton's quadratic convergence e_{k+1} <= K e_k^2 and K estimated by step/prev^2, the
+    // new iterate's error is about step^3/prev^2 (times a safety factor 4). Trusted only in
+    // the quadratic regime (step < prev/4 and step < 2^-10).
+    // Rows are aimed at tol/10: a row's error moves the column masses of every later row,
+    // so the operator's error is a sum over rows (measured: up to ~2x one row's estimate).
+    double bound = step;
+    if (it > 1 && step < prev_step * 0.25 && step < 1.0 / 1024.0)
+      bound = std::min(bound, 4.0 * step * step * step / (prev_step * prev_step));
+    if (bound <= 0.1 * tol) {
+      st.iters = int(it);
+      st.resid = bound;
+      done = true;
+      break;
+    }
+    // a tol below what the dtype resolves (x_j = s_j - zeta - kappa log D_j is known only to
+    // about eps (|s| + |zeta| + ...)): stop, unconverged, once the steps stop shrinking there
+    const double floor = 16.0 * double(Lim<T>::eps) * (1.0 + std::abs(double(zeta)) + s_abs);
+    if (step <= floor && step >= 0.5 * prev_step) {
+      st.iters = int(it);
+      st.resid = step;
+      st.ok = step <= tol;  // rows aim at tol/10; a stall between that and tol still meets tol
+      stalled = true;
+      break;
+    }
+    prev_step = step;
+  }
+  if (done) st.ok = true;
+  if (done || stalled) return T(ps.sum_a);
+  st.iters = int(std::min(it, joint_max));
+  st.fallback = true;
+  const std::int64_t rest = std::max<std::int64_t>(1, max_iter - joint_max);
+  if (max_iter > joint_max || !std::isfinite(zeta)) {
+    if (!std::isfinite(zeta)) zeta = 0;
+    for (std::int64_t j = 0; j < m; ++j) x[j] = std::isfinite(x[j]) ? x[j] : T(0);
+    solve_safe<T>(m, s, c, lc, x, zeta, kappa, omr, tol, rest, st);
+  } else {
+    st.ok = false;
+    st.resid = prev_step;
+  }
+  // weights and log D at the final x (no step: r = gi = 0, and the clamp is inactive there)
+  for (std::int64_t j = 0; j < m; ++j) {
+    r[j] = 0;
+    gi[j] = 0;
+    q[j] = inf;  // only the (1-rho)(s_j - zeta) bound clamps here: the root satisfies it
+  }
+  ps = newton_pass<T, false>(m, w, kappa, omr, T(0), zeta, floor_x);
+  return T(ps.sum_a);
+}
+
+// Solve one row in place: srow (l keys, -inf = masked), col (l masses C[l-1, :], updated to
+// C'[l, :]), out (l weights, written). lcol: log of col (maintained here as well).
+template <typename T>
+RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kappa, T omr,
+                   double tol, std::int64_t max_iter, Work<T>& w) {
+  RowStats st;
+  // row shift (Proposition 2.4): scores relative to the row max, so exp never overflows and
+  // a constant shift changes nothing; a difference that overflows is -inf (weight 0).
+  const T inf = std::numeric_limits<T>::infinity();
+  T smax = -inf;
+  bool nan = false;
+  for (std::int64_t j = 0; j < l; ++j) {
+    const T v = srow[j];
+    nan = nan || (v != v);
+    smax = v > smax ? v : smax;
+  }
+  if (nan || smax == inf || smax == -inf) {  // the caller raises ValueError
+    st.bad = nan ? 1 : (smax == inf ? 2 : 3);
+    st.ok = false;
+    for (std::int64_t j = 0; j < l; ++j) out[j] = 0;
+    return st;
+  }
+  const T cut = -(Lim<T>::under + std::log(T(l)) + T(4)) / omr;  // weight < e^{-under}
+  std::int64_t m = 0;
+  T s_abs = 0;
+  for (std::int64_t j = 0; j < l; ++j) {
+    const T v = srow[j] - smax;  // -inf for masked keys and overflowing differences
+    out[j] = 0;
+    if (v > cut) {
+      s_abs = std::max(s_abs, std::abs(srow[j]));
+      w.idx[m] = j;
+      w.s[m] = v;
+      w.c[m] = col[j];
+      w.lc[m] = lcol[j];
+      ++m;
+    }
+  }
+  if (m == 0) return st;  // cannot happen for a validated row (its max key survives)
+  const bool all = (m == l);
+  const T tot = solve_compact<T>(m, w, kappa, omr, tol, max_iter, s_abs, st);
+  const T* __restrict a = w.a.data();
+  const T* __restrict ld = w.ld.data();
+  const T* __restrict c = w.c.data();
+  const T inv = T(1) / tot;
+  const T dinv = inv - T(1);
+  // normalise; the new column mass C' = C + a/tot = D + a (1/tot - 1) and its log from
+  // log D by one log1p step (|a (1/tot - 1) / D| <= |1/tot - 1|, tiny at convergence)
+  auto new_log = [&](std::int64_t k) {
+    const T dk = c[k] + a[k];
+    return dk > 0 ? ld[k] + log1p_small(a[k] * dinv / dk) : T(0);
+  };
+  if (all) {
+#pragma omp simd
+    for (std::int64_t j = 0; j < l; ++j) {
+      const T aj = a[j] * inv;
+      out[j] = aj;
+      col[j] = c[j] + aj;
+      lcol[j] = new_log(j);
+    }
+  } else {
+    for (std::int64_t k = 0; k < m; ++k) {
+      const std::int64_t j = w.idx[k];
+      const T aj = a[k] * inv;
+      out[j] = aj;
+      col[j] = c[k] + aj;
+      lcol[j] = new_log(k);
+    }
+  }
+  return st;
+}
+
+template <typename T>
+void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& stats, double rho,
+                  double tol, std::int64_t max_iter) {
+  const std::int64_t B = s.size(0), n = s.size(1);
+  const T* sp = s.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  // (B, 5): max iters, max resid, all ok, fallbacks, first invalid-row code
+  double* stp = stats.data_ptr<double>();
+  const T kappa = T(rho / (1.0 - rho));
+  const T omr = T(1.0 - rho);
+  at::parallel_for(0, B, 1, [&](std::int64_t b0, std::int64_t b1) {
+    Work<T> w;
+    w.resize(n);
+    std::vector<T> col(n), lcol(n);
+    for (std::int64_t b = b0; b < b1; ++b) {
+      std::fill(col.begin(), col.end(), T(0));
+      std::fill(lcol.begin(), lcol.end(), T(0));
+      const T* sb = sp + b * n * n;
+      T* ob = op + b * n * n;
+      double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        RowStats st = solve_row<T>(i + 1, sb + i * n, col.data(), lcol.data(), ob + i * n,
+                                   kappa, omr, tol, max_iter, w);
+        if (st.bad) {
+          bad = st.bad;
+          break;
+        }
+        mi = std::max(mi, double(st.iters));
+        mr = std::max(mr, st.resid);
+        ok = (ok > 0 && st.ok) ? 1 : 0;
+        fb += st.fallback ? 1 : 0;
+      }
+      stp[5 * b + 0] = mi;
+      stp[5 * b + 1] = mr;
+      stp[5 * b + 2] = ok;
+      stp[5 * b + 3] = fb;
+      stp[5 * b + 4] = bad;
+    }
+  });
+}
+
+// Forward: s (B, n, n) contiguous float32/float64 (entries above the diagonal ignored, -inf
+// masked). Returns (weights (B, n, n), stats (B, 4) float64).
+std::vector<torch::Tensor> forward(torch::Tensor s, double rho, double tol, std::int64_t max_iter) {
+  TORCH_CHECK(s.dim() == 3 && s.size(1) == s.size(2), "scores must be (B, n, n)");
+  TORCH_CHECK(s.device().is_cpu(), "CPU tensors only");
+  s = s.contiguous();
+  auto out = torch::zeros_like(s);
+  auto stats = torch::zeros({s.size(0), 5}, s.options().dtype(torch::kFloat64));
+  if (s.scalar_type() == torch::kFloat64) {
+    forward_impl<double>(s, out, stats, rho, tol, max_iter);
+  } else {
+    TORCH_CHECK(s.scalar_type() == torch::kFloat32, "float32 or float64 only");
+    forward_impl<float>(s, out, stats, rho, tol, max_iter);
+  }
+  return {out, stats};
+}
+
+// One streaming row: srow (l), col and lcol (>= l, updated in place), returns (row, stats(4)).
+std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, torch::Tensor lcol,
+                                      double rho, double tol, std::int64_t max_iter) {
+  TORCH_CHECK(srow.dim() == 1 && col.is_contiguous() && lcol.is_contiguous(), "bad buffers");
+  srow = srow.contiguous();
+  const std::int64_t l = srow.size(0);
+  TORCH_CHECK(col.size(0) >= l && lcol.size(0) >= l, "column buffers too short");
+  auto out = torch::empty_like(srow);
+  auto stats = torch::zeros({5}, srow.options().dtype(torch::kFloat64));
+  double* stp = stats.data_ptr<double>();
+  const double kappa = rho / (1.0 - rho), omr = 1.0 - rho;
+  RowStats st;
+  if (srow.scalar_type() == torch::kFloat64) {
+    thread_local Work<double> w;
+    if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
+    st = solve_row<double>(l, srow.data_ptr<double>(), col.data_ptr<double>(),
+                           lcol.data_ptr<double>(), out.data_ptr<double>(), kappa, omr, tol,
+                           max_iter, w);
+  } else {
+    thread_local Work<float> w;
+    if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
+    st = solve_row<float>(l, srow.data_ptr<float>(), col.data_ptr<float>(),
+                          lcol.data_ptr<float>(), out.data_ptr<float>(), float(kappa),
+                          float(omr), tol, max_iter, w);
+  }
+  stp[0] = st.iters;
+  stp[1] = st.resid;
+  stp[2] = st.ok ? 1 : 0;
+  stp[3] = st.fallback ? 1 : 0;
+  stp[4] = st.bad;
+  return {out, stats};
+}
+
+// Backward (reverse row sweep). a: weights (B, n, n); cp: cumsum of a over rows; gout: dL/da. For row l, with
+// D_j = C'[l, j], p_j = a_j / g_j, g_j = 1 + kappa a_j / D_j, abar_j = gout_j + G_j (G: the
+// gradient on C[l-1, j] carried from later rows),
+//     sbar_j = p_j abar_j - p_j (sum_k p_k abar_k) / sum_k p_k,
+//     G_j <- G_j - kappa sbar_j / D_j   (for rows < l).
+template <typename T>
+void backward_impl(const torch::Tensor& a, const torch::Tensor& cpt, const torch::Tensor& gout,
+                   torch::Tensor& gs, double rho) {
+  const std::int64_t B = a.size(0), n = a.size(1);
+  const T* ap = a.data_ptr<T>();
+  const T* cpp = cpt.data_ptr<T>();
+  const T* gp = gout.data_ptr<T>();
+  T* sp = gs.data_ptr<T>();
+  const T kappa = T(rho / (1.0 - rho));
+  at::parallel_for(0, B, 1, [&](std::int64_t b0, std::int64_t b1) {
+    std::vector<T> G(n), p(n);
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const T* ab = ap + b * n * n;
+      const T* cb = cpp + b * n * n;
+      const T* gb = gp + b * n * n;
+      T* sb = sp + b * n * n;
+      std::fill(G.begin(), G.end(), T(0));
+      for (std::int64_t i = n - 1; i >= 0; --i) {
+        const T* ar = ab + i * n;
+        const T* cp = cb + i * n;  // C'[l, j] (cumulative column sums, computed by the caller)
+        const T* gr = gb + i * n;
+        T* sr = sb + i * n;
+        const std::int64_t m = i + 1;
+        T sum_v = 0, sum_p = 0;
+#pragma omp simd reduction(+ : sum_v, sum_p)
+        for (std::int64_t j = 0; j < m; ++j) {
+          const T aj = ar[j];
+          const T d = cp[j];
+          const T pj = aj > 0 ? aj / (T(1) + kappa * aj / d) : T(0);
+          p[j] = pj;
+          const T v = pj * (gr[j] + G[j]);
+          sr[j] = v;
+          sum_v += v;
+          sum_p += pj;
+        }
+        const T mean = sum_v / sum_p;
+#pragma omp simd
+        for (std::int64_t j = 0; j < m; ++j) {
+          const T sbar = sr[j] - p[j] * mean;
+          sr[j] = sbar;
+          const T d = cp[j];
+          G[j] -= ar[j] > 0 ? kappa * sbar / d : T(0);
+        }
+      }
+    }
+  });
+}
+
+torch::Tensor backward(torch::Tensor a, torch::Tensor cp, torch::Tensor gout, double rho) {
+  TORCH_CHECK(a.dim() == 3 && a.sizes() == gout.sizes() && a.sizes() == cp.sizes(),
+              "weights, column sums and grad must be (B, n, n)");
+  a = a.contiguous();
+  cp = cp.contiguous().to(a.scalar_type());
+  gout = gout.contiguous().to(a.scalar_type());
+  auto gs = torch::zeros_like(a);
+  if (a.scalar_type() == torch::kFloat64) {
+    backward_impl<double>(a, cp, gout, gs, rho);
+  } else {
+    TORCH_CHECK(a.scalar_type() == torch::kFloat32, "float32 or float64 only");
+    backward_impl<float>(a, cp, gout, gs, rho);
+  }
+  return gs;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "causal OT forward (row Newton), CPU");
+  m.def("stream_row", &stream_row, "one streaming row, CPU");
+  m.def("backward", &backward, "causal OT backward (reverse row sweep), CPU");
+}
