@@ -70,7 +70,7 @@ def _ratios(n, rhos, score_bound, seed, dtype, device, which, system):
     h = _harmonic(n) if which == "column" else None
     out = {}
     for rho in rhos:
-        a = system.operator(s, rho, method="exact").weights.double().cpu()  # (F, n, n)
+        a = system.operator(s, rho, method="newton").weights.double().cpu()  # (F, n, n)
         kappa = rho / (1 - rho)
         e2b = torch.exp(2 * bounds).view(-1, 1, 1)
         if which == "weight":

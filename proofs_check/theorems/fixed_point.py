@@ -5,7 +5,7 @@ Row ``l`` is strictly positive and solves ``a[l,j] C'[l,j]^kappa = w[l,j] / Z_l`
 ``q[l,j] = log a[l,j] + kappa log C'[l,j] - s[l,j]`` is the same number ``-log Z_l`` for every
 key ``j <= l`` of the row. Two checks:
 
-* ``lemma21_fixed_point``: the weights of the operator (``method="exact"``) satisfy the
+* ``lemma21_fixed_point``: the weights of the operator (``method="newton"``) satisfy the
   equation -- the spread ``max_j q - min_j q`` of every row, the row-sum error, strict
   positivity, and exactly 0 on masked keys -- measured from the weights alone (``C'``
   recomputed here);
@@ -100,7 +100,7 @@ def check_fixed_point(
                       torch.zeros(long_n, long_n, dtype=torch.float64), 0.9))
     for label, scores, rho in cases:
         fed = system.scores(scores).to(dtype=dtype, device=device)
-        w = system.operator(fed, rho, method="exact").weights
+        w = system.operator(fed, rho, method="newton").weights
         defect = fixed_point_defect(w, scores, rho)
         per_case[label] = defect
         worst = max(worst, defect)
@@ -130,11 +130,11 @@ def check_exact_vs_mp(
     """Operator vs the mpmath row solver at ``dps`` digits (ground truth), max abs difference.
 
     One uniform draw in ``[-B, B]`` with one past key masked (``-inf``) in the last row;
-    the operator's default method (``"auto"``, what a user gets) and ``"exact"`` are both
+    the operator's default method (``"auto"``, what a user gets) and ``"newton"`` are both
     compared. Tolerance ``1e-12`` in float64 (Newton on ``log Z`` converges quadratically,
     so after the ``1e-10`` step test the error is far smaller; weights are ``<= 1`` and
     computed from O(1) logs with ``kappa <= 99`` amplification of ~1e-16 round-off; ``"auto"``
-    is ``"exact"`` today, and whatever it becomes must meet the same accuracy), ``1e-4`` in
+    is ``"newton"`` today, and whatever it becomes must meet the same accuracy), ``1e-4`` in
     float32.
 
     Negative control: the operator at ``0.85 rho`` (``system.operator``).
@@ -146,7 +146,7 @@ def check_exact_vs_mp(
         s[n - 1, 1] = -math.inf
     for rho in rhos:
         ref = causal_ot_exact_mp(s, mpmath.mpf(rho), dps=dps)
-        for method in ("auto", "exact"):  # what a user gets by default, and the row solver
+        for method in ("auto", "newton"):  # what a user gets by default, and the row solver
             w = system.operator(s.to(dtype=dtype, device=device), rho,
                                 method=method).weights.double().cpu()
             for l_row, row in enumerate(ref):

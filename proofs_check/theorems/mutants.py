@@ -248,7 +248,7 @@ def noncausal_batch_plan(scores: torch.Tensor, rho: float, *, tol: float | None 
 @_named("prefix-consistent operator")
 def operator_as_batch_plan(scores: torch.Tensor, rho: float, **_: Any) -> Any:
     """The prefix-consistent operator in the batch plan's place (``.plan``)."""
-    return SimpleNamespace(plan=causal_ot_attention(scores, rho, method="exact").weights)
+    return SimpleNamespace(plan=causal_ot_attention(scores, rho, method="newton").weights)
 
 
 def scaled_scores(factor: float) -> Callable[[torch.Tensor], torch.Tensor]:

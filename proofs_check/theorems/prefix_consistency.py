@@ -41,7 +41,7 @@ def _named_map(operator: str) -> Callable[[torch.Tensor, float], torch.Tensor]:
     from proofs_check.operators.causal_ot import causal_ot_attention
 
     if operator == "causal_ot":
-        return lambda s, rho: causal_ot_attention(s, rho, method="exact").weights
+        return lambda s, rho: causal_ot_attention(s, rho, method="newton").weights
     if operator == "batch":
         return lambda s, rho: batch_unbalanced_sinkhorn(s, rho).plan
     raise ValueError(f"operator must be 'causal_ot', 'batch' or a callable, got {operator!r}")
@@ -93,7 +93,7 @@ def check_prefix_consistency(
     worst = 0.0
     by_rho: dict[str, float] = {}
     for rho in rhos:
-        value = float(leak(s, rho, lambda x, r: system.operator(x, r, method="exact").weights,
+        value = float(leak(s, rho, lambda x, r: system.operator(x, r, method="newton").weights,
                            prefixes).max())
         by_rho[str(rho)] = value
         worst = max(worst, value)

@@ -5,7 +5,7 @@ The all-rows-at-once iteration ``A = rowsoftmax_causal(S + logV)``, ``C' = cumsu
 point, and its ``logV`` increments shrink by about ``rho`` per sweep. Two checks:
 
 * ``lemma22_sweeps_converge``: plain sweeps (``method="sinkhorn"``) and Anderson-mixed sweeps
-  (``method="anderson"``) converge to the row-by-row exact solver (``method="exact"``, an
+  (``method="anderson"``) converge to the row-by-row Newton solver (``method="newton"``, an
   independent algorithm);
 * ``lemma22_contraction``: the measured per-sweep contraction factor of the sup-norm
   increments ``d_k = ||logV_k - logV_{k-1}||`` (``info.residual`` after ``k`` sweeps) is
@@ -55,8 +55,8 @@ def check_sweeps_converge(
     an increment ``1e-12``
     (float64); with contraction ``rho <= 0.9`` the distance of ``logV`` to the fixed point is
     then ``<= 0.9/0.1 * 1e-12 = 1e-11``, which moves weights ``<= 1`` by about as much. The
-    reference is the project's row-by-row exact solver (``causal_ot_attention(...,
-    method="exact")``, an independent algorithm, itself within ``1e-12`` of mpmath: see
+    reference is the project's row-by-row Newton solver (``causal_ot_attention(...,
+    method="newton")``, an independent algorithm, itself within ``1e-12`` of mpmath: see
     ``lemma21_exact_vs_mp``), never the substituted operator. Tolerance ``1e-9`` leaves two
     orders of margin. float32: sweeps to ``1e-5``, tolerance ``2e-3`` (distance ``<= 9e-5``
     in ``logV`` plus round-off).
@@ -69,7 +69,7 @@ def check_sweeps_converge(
     sweep_tol = 1e-12 if dtype == torch.float64 else 1e-5
     s = _scores(n, samples, score_bound, gen, dtype, device)
     for rho in rhos:
-        ref = causal_ot_attention(s, rho, method="exact").weights.double()
+        ref = causal_ot_attention(s, rho, method="newton").weights.double()
         for method in ("sinkhorn", "anderson"):
             res = system.operator(s, rho, method=method, tol=sweep_tol)
             sweeps[f"{method} rho={rho}"] = res.info.sweeps

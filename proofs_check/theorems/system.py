@@ -108,7 +108,7 @@ def rows_of(operator: Callable[..., Any]) -> Callable[..., Iterator[tuple[int, A
             for ell in range(1, n + 1):
                 keys = torch.arange(1, ell + 1, device=device)
                 s[ell - 1, :ell] = score_fn(ell, keys).to(dtype)
-        w = operator(s, rho, method="exact").weights
+        w = operator(s, rho, method="newton").weights
         for ell in range(1, n + 1):
             yield ell, w[ell - 1, :ell]
 
