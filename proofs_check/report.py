@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -276,6 +277,8 @@ def _main(argv: Sequence[str] | None) -> int:
     device = _validate_device(args.device)
 
     size = "full" if args.full else "ci" if args.ci else "default"
+    if args.full:  # minutes-long streams (K_l up to 2^16) report their rows on stderr too
+        os.environ.setdefault("PROOFS_CHECK_PROGRESS", "1")
     tf32_before = tf32_enabled()
     start = time.perf_counter()
     results = run_checks(specs, size=size, dtype=args.dtype, device=device, progress=sys.stderr)
