@@ -391,18 +391,17 @@ def _closest_approach(problem: GrowthProblem, c: float) -> float:
 def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
     """Bracket ``delta*`` with certified sweeps and bisection (module docstring).
 
-    Phase 1 sweeps ``[0, delta_max]`` from the right until the first proven violation
-    (or certifies everything: ``delta* = 0``). Phase 2 bisects ``(delta_lo, delta_hi)``:
-    a midpoint with a ball ``G`` strictly above ``tol`` becomes ``delta_lo``; otherwise
-    the piece ``[mid, delta_hi]`` is certified by a sweep (which may instead expose a
-    violation inside it); a midpoint whose ball straddles ``tol`` is replaced by a split
-point next to it (``_splits_next_to``). Stops when ``delta_hi - delta_lo <= rtol *
-delta_hi``. A sweep
-    stuck at the float resolution of ``delta`` is followed by point probes just left of
-    its certified end (``_violation_next_to``). ``resolved`` is ``False`` when the balls
-    could not separate ``G`` from ``tol`` (a tangency, or too little precision); the
-    bracket returned is then still proven on its upper end, and ``delta_lo`` is a proven
-    violation or ``None`` (no violation proven).
+    Phase 1 sweeps ``[0, delta_max]`` from the right until the first proven violation (or
+    certifies everything: ``delta* = 0``). Phase 2 bisects ``(delta_lo, delta_hi)``: a
+    midpoint with a ball ``G`` strictly above ``tol`` becomes ``delta_lo``; otherwise the
+    piece ``[mid, delta_hi]`` is certified by a sweep (which may instead expose a violation
+    inside it); a midpoint whose ball straddles ``tol`` is replaced by a split point next to
+    it (``_splits_next_to``). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``. A sweep
+    stuck at the float resolution of ``delta`` is followed by point probes just left of its
+    certified end (``_violation_next_to``). ``resolved`` is ``False`` when the balls could
+    not separate ``G`` from ``tol`` (a tangency, or too little precision); the bracket
+    returned is then still proven on its upper end, and ``delta_lo`` is a proven violation
+    or ``None`` (no violation proven).
 
     With ``problem.max_evaluations`` set, the search stops when it needs an evaluation
     beyond that many (checked before every new point of the sweeps and the bisection; the
