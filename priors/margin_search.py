@@ -49,15 +49,19 @@ and the curvature error of the secant like ``d^2``, so at a transversal crossing
 succeeds once ``c`` is close enough. If a sweep still reaches the float resolution of ``delta``
 without one, points ``c (1 - rtol 2^-j)`` just left of ``c`` are tried.
 
-Then bisection: a midpoint of ``(delta_lo, c)`` that violates becomes ``delta_lo``; one
-that does not is made the new ``c`` by sweeping ``[mid, c]`` (a violation met on the way,
-at a box end or a probe, becomes ``delta_lo``). At exit ``delta_hi = c`` satisfies
-``sup_{alpha >= 1 + delta_hi} G <= tol`` (union of the certified boxes and the half-line)
-and ``delta_lo`` violates, so ``delta* in (delta_lo, delta_hi]``; the largest certified box
-bound is a proven upper end of that supremum. This works whether or not ``G`` is monotone:
-the growth with ``B > 0`` need not be (THEORY §7). Only a tangency (``G`` touching ``tol``)
-or too little precision leaves no violation proven; the outcome then says so
-(``delta_lo is None``, ``resolved = False``), and never reports ``delta_lo = 0`` as a
+Then bisection: a midpoint of ``(delta_lo, c)`` that violates becomes ``delta_lo``; one that
+does not is made the new ``c`` by sweeping ``[mid, c]`` (a violation met on the way, at a
+box end or a probe, becomes ``delta_lo``). A midpoint whose ball straddles ``tol`` is not
+taken for a tangency: the crossing may lie exactly on it (``G = tol`` at a dyadic ``alpha``,
+e.g. ``W = 1``, ``L1 = 2``, ``tol = 0.2``, ``G(2) = 1/5``), which no precision separates, so
+the split points ``mid -+ (c - delta_lo) 2^-j`` (``j = 2..7``) are tried in its place and
+the first one whose ball is separated from ``tol`` is used. At exit ``delta_hi = c``
+satisfies ``sup_{alpha >= 1 + delta_hi} G <= tol`` (union of the certified boxes and the
+half-line) and ``delta_lo`` violates, so ``delta* in (delta_lo, delta_hi]``; the largest
+certified box bound is a proven upper end of that supremum. This works whether or not ``G``
+is monotone: the growth with ``B > 0`` need not be (THEORY §7). Only a tangency (``G``
+touching ``tol``) or too little precision leaves no violation proven; the outcome then says
+so (``delta_lo is None``, ``resolved = False``), and never reports ``delta_lo = 0`` as a
 violation. The cost is set by ``q``: about ``ln(1/rtol) / q`` boxes, and far more when
 ``tol`` is within a tiny distance of a local maximum of ``G`` (the box bound is first
 order in the box width): near a maximum where ``tol - G ~ eps + k (alpha - alpha_m)^2``
@@ -76,6 +80,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import flint
@@ -330,6 +335,24 @@ def _violation_next_to(problem: GrowthProblem, lo: float, c: float, rtol: float)
     return None
 
 
+def _splits_next_to(lo: float, mid: float, c: float) -> Iterator[float]:
+    """Split points of ``(lo, c)`` to try when the ball of ``G(1 + mid)`` straddles ``tol``.
+
+    A straddling midpoint is not evidence of a tangency: a transversal crossing can fall
+    exactly on it (``W = 1``, ``L1 = 2``, ``tol = 0.2``: ``G(2) = 1/5``, and the first
+    midpoint of ``(0, delta_max = 2)`` is ``delta* = 1``), where ``G - tol = 0`` and no
+    precision separates the ball from ``tol``. Points ``mid -+ (c - lo) 2^-j`` for
+    ``j = 2..7`` are offered instead, the widest first; off an exact crossing
+    ``|G - tol| ~ |G'| (c - lo) 2^-j`` is far above the ball radius. Only at a genuine
+    tangency (or with too little precision) do all of them straddle too.
+    """
+    for j in range(2, 8):
+        h = (c - lo) * 2.0**-j
+        for p in (mid - h, mid + h):
+            if lo < p < c:
+                yield p
+
+
 #: Golden-section steps of ``_closest_approach`` (the bracket shrinks by 0.618 per step).
 _GOLDEN_STEPS = 60
 
@@ -368,16 +391,17 @@ def _closest_approach(problem: GrowthProblem, c: float) -> float:
 def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
     """Bracket ``delta*`` with certified sweeps and bisection (module docstring).
 
-    Phase 1 sweeps ``[0, delta_max]`` from the right until the first proven violation
-    (or certifies everything: ``delta* = 0``). Phase 2 bisects ``(delta_lo, delta_hi)``:
-    a midpoint with a ball ``G`` strictly above ``tol`` becomes ``delta_lo``; otherwise
-    the piece ``[mid, delta_hi]`` is certified by a sweep (which may instead expose a
-    violation inside it). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``. A sweep
-    stuck at the float resolution of ``delta`` is followed by point probes just left of
-    its certified end (``_violation_next_to``). ``resolved`` is ``False`` when the balls
-    could not separate ``G`` from ``tol`` (a tangency, or too little precision); the
-    bracket returned is then still proven on its upper end, and ``delta_lo`` is a proven
-    violation or ``None`` (no violation proven).
+    Phase 1 sweeps ``[0, delta_max]`` from the right until the first proven violation (or
+    certifies everything: ``delta* = 0``). Phase 2 bisects ``(delta_lo, delta_hi)``: a
+    midpoint with a ball ``G`` strictly above ``tol`` becomes ``delta_lo``; otherwise the
+    piece ``[mid, delta_hi]`` is certified by a sweep (which may instead expose a violation
+    inside it); a midpoint whose ball straddles ``tol`` is replaced by a split point next to
+    it (``_splits_next_to``). Stops when ``delta_hi - delta_lo <= rtol * delta_hi``. A sweep
+    stuck at the float resolution of ``delta`` is followed by point probes just left of its
+    certified end (``_violation_next_to``). ``resolved`` is ``False`` when the balls could
+    not separate ``G`` from ``tol`` (a tangency, or too little precision); the bracket
+    returned is then still proven on its upper end, and ``delta_lo`` is a proven violation
+    or ``None`` (no violation proven).
 
     With ``problem.max_evaluations`` set, the search stops when it needs an evaluation
     beyond that many (checked before every new point of the sweeps and the bisection; the
@@ -415,11 +439,21 @@ def certified_search(problem: GrowthProblem, rtol: float) -> SearchOutcome:
         if not problem.affordable(mid):
             return outcome(lo, False, True)
         g = problem.growth(mid)
+        if not (problem.certified_gt_tol(g) or problem.certified_le_tol(g)):
+            # the ball straddles tol: mid may be the crossing itself (G(1 + mid) = tol
+            # exactly, no precision separates them), so split next to it instead
+            for alt in _splits_next_to(lo, mid, c):
+                if not problem.affordable(alt):
+                    return outcome(lo, False, True)
+                g = problem.growth(alt)
+                if problem.certified_gt_tol(g) or problem.certified_le_tol(g):
+                    mid = alt
+                    break
+            else:
+                return outcome(lo, False)  # every split near mid straddles tol
         if problem.certified_gt_tol(g):
             lo = mid
             continue
-        if not problem.certified_le_tol(g):
-            return outcome(lo, False)  # ball straddles tol
         status, c, x, extra, box_upper = _sweep(problem, mid, c)
         boxes += extra
         upper = max(upper, box_upper)
