@@ -137,7 +137,11 @@ def validate_rho(rho: object) -> float:
         rho = rho.item()
     if isinstance(rho, bool) or not isinstance(rho, numbers.Real):
         raise ValueError(f"rho must be a real number in [0, 1), got {rho!r}")
-    value = float(rho)
+    try:
+        value = float(rho)
+    except OverflowError:  # an integer beyond the float range
+        raise ValueError("rho must be finite and in [0, 1), got an integer beyond the "
+                         "float range") from None
     if not math.isfinite(value) or not 0.0 <= value < 1.0:
         raise ValueError(f"rho must be finite and in [0, 1), got {value!r}")
     return value
@@ -151,7 +155,11 @@ def validate_tol(tol: object) -> float | None:
         tol = tol.item()
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
         raise ValueError(f"tol must be a positive finite number, got {tol!r}")
-    value = float(tol)
+    try:
+        value = float(tol)
+    except OverflowError:  # an integer beyond the float range
+        raise ValueError("tol must be a positive finite number, got an integer beyond the "
+                         "float range") from None
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"tol must be a positive finite number, got {value!r}")
     return value
