@@ -1,0 +1,1 @@
+"""Length-extrapolation experiment (issue 15); see docs/extrapolation.md."""

@@ -1,0 +1,153 @@
+"""The whole experiment: train every (variant, seed), evaluate, summarise, write results.
+
+Presets (``QUICK`` and ``FULL``) fix everything that affects the numbers; the results
+file records the preset, the resolved exponents, the corpus fingerprint and the device.
+Each finished run's evaluation is cached beside its checkpoint (``eval.json``), so an
+interrupted experiment restarted with the same settings redoes only unfinished runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from proofs_check.extrapolation.data import default_cache_dir, heldout_windows, load_corpus
+from proofs_check.extrapolation.evaluate import evaluate_model
+from proofs_check.extrapolation.model import ModelConfig, resolve_exponent
+from proofs_check.extrapolation.results import summarize_variant, write_json_atomic
+from proofs_check.extrapolation.train import TrainConfig, run_key, train
+from proofs_check.extrapolation.variants import (
+    DEFAULT_VARIANTS,
+    QUICK_VARIANTS,
+    parse_variant,
+)
+
+__all__ = ["FULL", "QUICK", "ExperimentConfig", "run_experiment"]
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything that fixes the numbers of one experiment."""
+
+    preset: str
+    variants: tuple[str, ...]
+    seeds: tuple[int, ...]
+    train_length: int
+    window: int
+    lengths: tuple[int, ...]
+    steps: int
+    batch: int
+    lr: float
+    warmup: int
+    n_windows: int
+    ckpt_every: int
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    heldout_fraction: float = 0.05
+
+    def __post_init__(self) -> None:
+        for v in self.variants:
+            parse_variant(v)
+        if not self.seeds or not self.variants:
+            raise ValueError("seeds and variants must not be empty")
+        if list(self.lengths) != sorted(set(self.lengths)) or self.lengths[0] != self.train_length:
+            raise ValueError(
+                f"lengths must increase and start at the training length {self.train_length}, "
+                f"got {self.lengths!r}"
+            )
+        if not 1 <= self.window <= self.train_length:
+            raise ValueError(f"window must be in [1, train_length], got {self.window!r}")
+
+
+def _doubling(l0: int, factor: int) -> tuple[int, ...]:
+    out, length = [], l0
+    while length <= l0 * factor:
+        out.append(length)
+        length *= 2
+    return tuple(out)
+
+
+#: About 10 minutes on 2 idle cores: training length 64, lengths 64..2048 (32x).
+QUICK = ExperimentConfig(
+    preset="quick", variants=QUICK_VARIANTS, seeds=(0, 1, 2), train_length=64, window=16,
+    lengths=_doubling(64, 32), steps=600, batch=32, lr=2e-3, warmup=50, n_windows=32,
+    ckpt_every=200,
+)
+#: The thorough run: every default variant, training length 128, lengths 128..4096.
+FULL = ExperimentConfig(
+    preset="full", variants=DEFAULT_VARIANTS, seeds=(0, 1, 2), train_length=128, window=32,
+    lengths=_doubling(128, 32), steps=4000, batch=32, lr=2e-3, warmup=100, n_windows=64,
+    ckpt_every=500,
+)
+
+
+def _model_config(cfg: ExperimentConfig, variant: str) -> ModelConfig:
+    exponent = resolve_exponent(parse_variant(variant), cfg.window, cfg.lengths[-1])
+    return ModelConfig(variant, cfg.d_model, cfg.n_layers, cfg.n_heads, exponent=exponent)
+
+
+def run_experiment(
+    cfg: ExperimentConfig,
+    *,
+    device: str = "cpu",
+    cache_dir: str | Path | None = None,
+    log: TextIO | None = sys.stderr,
+) -> dict[str, Any]:
+    """Train and evaluate every (variant, seed) of ``cfg``; returns the results dict."""
+    dev = torch.device(device)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache)
+    windows = heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
+    t0 = time.time()
+    variants: dict[str, Any] = {}
+    for name in cfg.variants:
+        mcfg = _model_config(cfg, name)
+        evals = []
+        for seed in cfg.seeds:
+            tcfg = TrainConfig(
+                steps=cfg.steps, batch=cfg.batch, seq_len=cfg.train_length, lr=cfg.lr,
+                warmup=cfg.warmup, seed=seed, ckpt_every=cfg.ckpt_every,
+            )
+            key = run_key(mcfg, tcfg, corpus.fingerprint)
+            run_dir = cache / "runs" / f"{name}-seed{seed}-{key}"
+            eval_path = run_dir / "eval.json"
+            if eval_path.is_file():
+                evals.append(json.loads(eval_path.read_text()))
+                continue
+            if log is not None:
+                print(f"[{time.time() - t0:6.0f} s] training {name} seed {seed} -> {run_dir}",
+                      file=log, flush=True)
+            model, info = train(mcfg, tcfg, corpus.train, ckpt_path=run_dir / "ckpt.pt",
+                                device=dev, log=log, key=key)
+            ev = evaluate_model(model, windows, list(cfg.lengths), window=cfg.window,
+                                score_bytes=cfg.train_length, device=dev)
+            ev["final_train_bpb"] = sum(info["losses"][-50:]) / 50 / 0.6931471805599453
+            write_json_atomic(ev, eval_path)
+            evals.append(ev)
+        v = parse_variant(name)
+        summary = summarize_variant(evals, tol=v.value if v.kind == "margin" else None)
+        if mcfg.exponent is not None:
+            summary["alpha"] = mcfg.exponent
+        variants[name] = summary
+    return {
+        "experiment": "length extrapolation (issue 15); docs/extrapolation.md",
+        "config": {**asdict(cfg), "train_length": cfg.train_length},
+        "device": str(dev),
+        "dtype": "float32 (model), float64 (masses and sums)",
+        "torch": torch.__version__,
+        "corpus": corpus.describe(),
+        "wall_seconds": round(time.time() - t0, 1),
+        "variants": variants,
+    }
+
+
+def with_overrides(cfg: ExperimentConfig, **kw: Any) -> ExperimentConfig:
+    """``cfg`` with the non-None keyword values replaced (validated again)."""
+    return replace(cfg, **{k: v for k, v in kw.items() if v is not None})
