@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 
 __all__ = ["main"]
 
@@ -65,6 +66,7 @@ def _parser() -> _Parser:
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument("--threads", type=_positive, default=1, help="torch CPU threads")
     p.add_argument("--cache-dir", help="corpus cache and checkpoints (default ~/.cache/...)")
+    p.add_argument("--corpus-root", help="a directory of .py files instead of the stdlib")
     p.add_argument("--out", help="results JSON (written atomically)")
     p.add_argument("--figure", help="also draw fig7 to this path (png or pdf)")
     p.add_argument("--json", action="store_true", help="print the results JSON")
@@ -92,12 +94,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    results = run_experiment(cfg, device=str(dev), cache_dir=args.cache_dir)
+    try:
+        results = run_experiment(cfg, device=str(dev), cache_dir=args.cache_dir,
+                                 corpus_root=args.corpus_root)
+    except ValueError as exc:  # e.g. a corpus root without enough held-out bytes
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    from proofs_check.extrapolation.predictions import check_predictions
+
+    results["predictions"] = [asdict(p) for p in check_predictions(results)]
     if args.out:
         write_json_atomic(results, args.out)
     if args.figure:
         from proofs_check.extrapolation.figure import fig7
 
         fig7(results, args.figure)
-    print(json.dumps(results, indent=1) if args.json else format_table(results))
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print(format_table(results))
+        print("predictions (THEORY.md §5, §7; margins 3 se, see predictions.py):")
+        for p in check_predictions(results):
+            print("  " + p.line())
     return 0

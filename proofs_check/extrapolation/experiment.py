@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import torch
 
+from priors.encodings import LogDistance
 from proofs_check.extrapolation.data import default_cache_dir, heldout_windows, load_corpus
 from proofs_check.extrapolation.evaluate import evaluate_model
 from proofs_check.extrapolation.model import ModelConfig, resolve_exponent
@@ -77,8 +78,8 @@ def _doubling(l0: int, factor: int) -> tuple[int, ...]:
 #: About 10 minutes on 2 idle cores: training length 64, lengths 64..2048 (32x).
 QUICK = ExperimentConfig(
     preset="quick", variants=QUICK_VARIANTS, seeds=(0, 1, 2), train_length=64, window=16,
-    lengths=_doubling(64, 32), steps=600, batch=32, lr=2e-3, warmup=50, n_windows=32,
-    ckpt_every=200,
+    lengths=_doubling(64, 32), steps=500, batch=32, lr=2e-3, warmup=50, n_windows=24,
+    ckpt_every=100,
 )
 #: The thorough run: every default variant, training length 128, lengths 128..4096.
 FULL = ExperimentConfig(
@@ -98,12 +99,17 @@ def run_experiment(
     *,
     device: str = "cpu",
     cache_dir: str | Path | None = None,
+    corpus_root: str | Path | None = None,
     log: TextIO | None = sys.stderr,
 ) -> dict[str, Any]:
-    """Train and evaluate every (variant, seed) of ``cfg``; returns the results dict."""
+    """Train and evaluate every (variant, seed) of ``cfg``; returns the results dict.
+
+    ``corpus_root``: another directory of ``.py`` files instead of the standard library.
+    """
     dev = torch.device(device)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache)
+    corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache,
+                         root=corpus_root)
     windows = heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
     t0 = time.time()
     variants: dict[str, Any] = {}
@@ -135,6 +141,10 @@ def run_experiment(
         summary = summarize_variant(evals, tol=v.value if v.kind == "margin" else None)
         if mcfg.exponent is not None:
             summary["alpha"] = mcfg.exponent
+        if v.kind == "margin":  # G(alpha) over [W, Lmax] at B = 0 (THEORY.md §7): <= tol
+            summary["margin_growth_exact"] = float(
+                LogDistance(mcfg.exponent).distant_mass(cfg.window, cfg.lengths[-1])
+            )
         variants[name] = summary
     return {
         "experiment": "length extrapolation (issue 15); docs/extrapolation.md",
