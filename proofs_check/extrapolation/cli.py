@@ -77,7 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 on bad input, one line on stderr)."""
     import torch
 
-    from proofs_check.extrapolation.experiment import FULL, QUICK, run_experiment, with_overrides
+    from proofs_check.extrapolation.experiment import (
+        FULL,
+        QUICK,
+        ExperimentInputError,
+        run_experiment,
+        with_overrides,
+    )
     from proofs_check.extrapolation.results import format_table, write_json_atomic
 
     try:
@@ -97,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         results = run_experiment(cfg, device=str(dev), cache_dir=args.cache_dir,
                                  corpus_root=args.corpus_root)
-    except ValueError as exc:  # e.g. a corpus root without enough held-out bytes
+    except ExperimentInputError as exc:  # e.g. a corpus root without enough held-out bytes
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     from proofs_check.extrapolation.predictions import check_predictions

@@ -29,7 +29,11 @@ from proofs_check.extrapolation.variants import (
     parse_variant,
 )
 
-__all__ = ["FULL", "QUICK", "ExperimentConfig", "run_experiment"]
+__all__ = ["FULL", "QUICK", "ExperimentConfig", "ExperimentInputError", "run_experiment"]
+
+
+class ExperimentInputError(ValueError):
+    """The corpus cannot feed the experiment (bad root, too few held-out bytes)."""
 
 
 @dataclass(frozen=True)
@@ -100,17 +104,23 @@ def run_experiment(
     device: str = "cpu",
     cache_dir: str | Path | None = None,
     corpus_root: str | Path | None = None,
-    log: TextIO | None = sys.stderr,
+    log: TextIO | str | None = "stderr",
 ) -> dict[str, Any]:
     """Train and evaluate every (variant, seed) of ``cfg``; returns the results dict.
 
     ``corpus_root``: another directory of ``.py`` files instead of the standard library.
+    ``log``: progress stream (``"stderr"``: the current ``sys.stderr``; None: silent).
     """
+    if log == "stderr":
+        log = sys.stderr
     dev = torch.device(device)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache,
-                         root=corpus_root)
-    windows = heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
+    try:
+        corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache,
+                             root=corpus_root)
+        windows = heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
+    except ValueError as exc:
+        raise ExperimentInputError(f"corpus: {exc}") from None
     t0 = time.time()
     variants: dict[str, Any] = {}
     for name in cfg.variants:

@@ -122,7 +122,7 @@ def train(
     ckpt_path: str | os.PathLike[str] | None = None,
     device: str | torch.device = "cpu",
     stop_after: int | None = None,
-    log: TextIO | None = sys.stderr,
+    log: TextIO | str | None = "stderr",
     key: str = "",
 ) -> tuple[ByteTransformer, dict[str, Any]]:
     """Train (or resume) one run; returns the model and ``{"step", "losses", "resumed"}``.
@@ -131,7 +131,10 @@ def train(
     from it (a different key is a ``ValueError``). ``stop_after``: stop (with a checkpoint)
     after this many steps in total, for interrupted runs and their tests.
     ``losses``: the training loss (nats per byte) of every step taken so far.
+    ``log``: progress stream (``"stderr"``: the current ``sys.stderr``; None: silent).
     """
+    if log == "stderr":
+        log = sys.stderr
     device = torch.device(device)
     data = torch.as_tensor(np.array(stream, dtype=np.uint8, copy=True))  # writable copy
     torch.manual_seed(train_cfg.seed)
