@@ -162,6 +162,8 @@ def run_experiment(
         "device": str(dev),
         "dtype": "float32 (model), float64 (masses and sums)",
         "torch": torch.__version__,
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "threads": torch.get_num_threads(),
         "corpus": corpus.describe(),
         "wall_seconds": round(time.time() - t0, 1),
         "variants": variants,

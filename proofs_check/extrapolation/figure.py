@@ -1,55 +1,83 @@
 """``fig7``: change in loss and measured window mass against length, per prior.
 
-Left: paired change in bits per byte from the training length (error bars: the ``se`` of
-the results, one standard error). Right: measured window mass ``M_l(W)`` (mean over layers
-and heads; solid) beside the exact prior mass of ``priors`` (dashed, same colour).
-Computation (:func:`fig7_data`) is apart from drawing; matplotlib is imported lazily.
+(a) paired change in bits per byte from the training length (error bars: one ``se`` of
+the results file, the larger of the paired-over-windows and over-seeds standard errors);
+(b) measured window mass ``M_l(W)`` (mean over layers and heads, solid) beside the exact
+prior mass of ``priors`` (dashed, same colour). :func:`fig7_data` computes, :func:`plot_fig7`
+draws into a given ``matplotlib.figure.Figure`` (the ``paper_figs.py`` convention: no
+pyplot, no global backend switch); matplotlib is imported only inside :func:`fig7`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["fig7", "fig7_data"]
+__all__ = ["fig7", "fig7_data", "load_results", "plot_fig7"]
+
+_KEYS = ("length", "change", "se", "window_mass", "exact_window_mass")
 
 
-def fig7_data(results: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
-    """Per variant: ``length``, ``change``, ``se``, ``window_mass``, ``exact_window_mass``."""
-    keys = ("length", "change", "se", "window_mass", "exact_window_mass")
+def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A results file written by ``python -m proofs_check.extrapolation --out``."""
+    return json.loads(Path(path).read_text())
+
+
+def fig7_data(results: Mapping[str, Any]) -> dict[str, Any]:
+    """What fig7 plots: per variant the lengths, change, se, measured and exact window
+    mass; plus the window, training length, preset and seeds."""
+    cfg = results["config"]
     return {
-        name: {k: [float(e[k]) for e in v["per_length"]] for k in keys}
-        for name, v in results["variants"].items()
+        "window": cfg["window"],
+        "train_length": cfg["train_length"],
+        "preset": cfg["preset"],
+        "seeds": list(cfg["seeds"]),
+        "variants": {
+            name: {
+                **{k: [float(e[k]) for e in v["per_length"]] for k in _KEYS},
+                "class": "/".join(v["classes"]),
+            }
+            for name, v in results["variants"].items()
+        },
     }
 
 
-def fig7(results: dict[str, Any], path: str | os.PathLike[str] | None = None) -> Any:
-    """Draw fig7 from a results dict; save to ``path`` when given; return the figure."""
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    data = fig7_data(results)
-    cfg = results["config"]
-    fig, (ax_l, ax_m) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (name, d) in enumerate(data.items()):
+def plot_fig7(data: Mapping[str, Any], fig: Any) -> None:
+    """Draw fig7 from :func:`fig7_data` into the matplotlib ``Figure`` ``fig``."""
+    ax_l, ax_m = fig.subplots(1, 2)
+    colors = [f"C{i}" for i in range(10)]
+    for i, (name, d) in enumerate(data["variants"].items()):
         c = colors[i % len(colors)]
-        ax_l.errorbar(d["length"], d["change"], yerr=d["se"], marker="o", ms=3, color=c,
-                      label=name, capsize=2)
-        ax_m.plot(d["length"], d["window_mass"], marker="o", ms=3, color=c, label=name)
-        ax_m.plot(d["length"], d["exact_window_mass"], ls="--", color=c, lw=1)
+        ls = "-" if d["class"] == "summable" else "-."
+        ax_l.errorbar(d["length"], d["change"], yerr=d["se"], marker="o", ms=2, color=c,
+                      ls=ls, capsize=2, label=f"{name} ({d['class']})")
+        ax_m.plot(d["length"], d["window_mass"], marker="o", ms=2, color=c, ls=ls)
+        ax_m.plot(d["length"], d["exact_window_mass"], ls="--", color=c, lw=0.8)
     for ax in (ax_l, ax_m):
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("context length l (bytes)")
-    ax_l.axhline(0.0, color="k", lw=0.5)
-    ax_l.set_ylabel(f"change in bits/byte from l = {cfg['train_length']}")
-    ax_m.set_ylabel(f"window mass M_l(W = {cfg['window']})  (dashed: exact prior)")
+        ax.set_xlabel("context length $l$ (bytes)")
+    ax_l.axhline(0.0, color="0.4", lw=0.5)
+    ax_l.set_ylabel(f"change in bits/byte from $l={data['train_length']}$")
+    ax_l.set_title("(a) paired change in loss", loc="left")
+    ax_m.set_ylabel(f"window mass $M_l(W={data['window']})$")
+    ax_m.set_title("(b) measured (solid) and exact prior (dashed)", loc="left")
     ax_m.set_ylim(0, 1)
-    ax_l.legend(fontsize=7, ncol=2)
-    fig.suptitle(f"Length extrapolation ({cfg['preset']} run, {len(cfg['seeds'])} seeds)")
-    if path is not None:
-        fig.savefig(path)
-    return fig
+    ax_l.legend(fontsize=6, ncol=2)
+
+
+def fig7(results: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Draw fig7 from a results dict to ``path`` (format from the suffix); return it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    data = fig7_data(results)
+    plot_fig7(data, fig)
+    fig.suptitle(f"Length extrapolation ({data['preset']} run, {len(data['seeds'])} seeds)")
+    out = Path(path)
+    fig.savefig(out)
+    return out
