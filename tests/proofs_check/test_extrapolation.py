@@ -52,7 +52,7 @@ def zero_attention_scores(model: ByteTransformer) -> None:
             blk.attn.qkv.weight[: 2 * dm].zero_()
 
 
-@pytest.mark.parametrize("variant", DEFAULT_VARIANTS)
+@pytest.mark.parametrize("variant", (*DEFAULT_VARIANTS, "ot-0.3"))
 def test_forward_shapes_and_records(variant):
     model = tiny(variant)
     x = torch.randint(0, 256, (3, 17))
@@ -124,7 +124,9 @@ def test_t5_and_kerple_biases_match_formulas():
         np.testing.assert_allclose([prior.r1, prior.r2], [r1, r2], rtol=1e-6)
 
 
-@pytest.mark.parametrize("variant", ["nope", "rope", "alibi", "t5", "kerple-log", "margin-0.1"])
+@pytest.mark.parametrize(
+    "variant", ["nope", "rope", "alibi", "t5", "kerple-log", "margin-0.1", "ot-0.3"]
+)
 def test_causality_future_bytes_do_not_change_earlier_logits(variant):
     model = tiny(variant)
     x = torch.randint(0, 256, (2, 33))
