@@ -9,6 +9,7 @@ interrupted experiment restarted with the same settings redoes only unfinished r
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -144,7 +145,8 @@ def run_experiment(
                                 device=dev, log=log, key=key)
             ev = evaluate_model(model, windows, list(cfg.lengths), window=cfg.window,
                                 score_bytes=cfg.train_length, device=dev)
-            ev["final_train_bpb"] = sum(info["losses"][-50:]) / 50 / 0.6931471805599453
+            tail = info["losses"][-50:]  # last 50 training losses, nats -> bits per byte
+            ev["final_train_bpb"] = sum(tail) / len(tail) / math.log(2)
             write_json_atomic(ev, eval_path)
             evals.append(ev)
         v = parse_variant(name)
