@@ -141,12 +141,17 @@ def run_experiment(
             if log is not None:
                 print(f"[{time.time() - t0:6.0f} s] training {name} seed {seed} -> {run_dir}",
                       file=log, flush=True)
+            t_run = time.time()
             model, info = train(mcfg, tcfg, corpus.train, ckpt_path=run_dir / "ckpt.pt",
                                 device=dev, log=log, key=key)
+            t_eval = time.time()
             ev = evaluate_model(model, windows, list(cfg.lengths), window=cfg.window,
                                 score_bytes=cfg.train_length, device=dev)
             tail = info["losses"][-50:]  # last 50 training losses, nats -> bits per byte
             ev["final_train_bpb"] = sum(tail) / len(tail) / math.log(2)
+            ev["seconds"] = {"train": round(t_eval - t_run, 1),
+                             "evaluate": round(time.time() - t_eval, 1),
+                             "resumed": info["resumed"]}
             write_json_atomic(ev, eval_path)
             evals.append(ev)
         v = parse_variant(name)
@@ -167,7 +172,7 @@ def run_experiment(
         "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
         "threads": torch.get_num_threads(),
         "corpus": corpus.describe(),
-        "wall_seconds": round(time.time() - t0, 1),
+        "wall_seconds_this_invocation": round(time.time() - t0, 1),
         "variants": variants,
     }
 
