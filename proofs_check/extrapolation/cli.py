@@ -70,6 +70,8 @@ def _parser() -> _Parser:
     p.add_argument("--out", help="results JSON (written atomically)")
     p.add_argument("--figure", help="also draw fig7 to this path (png or pdf)")
     p.add_argument("--json", action="store_true", help="print the results JSON")
+    p.add_argument("--details", action="store_true",
+                   help="also print per-head masses and the Theorem 3 bracket statistics")
     return p
 
 
@@ -84,7 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_experiment,
         with_overrides,
     )
-    from proofs_check.extrapolation.results import format_table, write_json_atomic
+    from proofs_check.extrapolation.results import (
+        format_details,
+        format_table,
+        write_json_atomic,
+    )
 
     try:
         args = _parser().parse_args(argv)
@@ -119,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(results, indent=1))
     else:
         print(format_table(results))
+        if args.details:
+            print(format_details(results))
         print("predictions (THEORY.md §5, §7; margins 3 se, see predictions.py):")
         for p in check_predictions(results):
             print("  " + p.line())

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_table", "summarize_variant", "write_json_atomic"]
+__all__ = ["format_details", "format_table", "summarize_variant", "write_json_atomic"]
 
 
 def _se(x: np.ndarray) -> float:
@@ -124,4 +124,28 @@ def format_table(results: dict[str, Any]) -> str:
             rows[-1] += f"  alpha={v['alpha']:.4f}"
             if "tol" in v:
                 rows[-1] += f" tol={v['tol']}"
+    return "\n".join(rows)
+
+
+def format_details(results: dict[str, Any]) -> str:
+    """Per variant and length: measured/exact window mass per layer and head, the
+    content-score bracket (fraction of rows where it holds, mean width) for the full and
+    the trimmed spread, and the mean |measured - exact| (content shift). 3 decimals."""
+    rows = []
+    for name, v in results["variants"].items():
+        rows.append(f"{name} (priors: {', '.join(p['name'] for p in v['priors'])}; "
+                    f"class {'/'.join(v['classes'])})")
+        for e in v["per_length"]:
+            exact = e["exact_window_mass_per_head"]
+            heads = " | ".join(
+                " ".join(f"{m:.3f}/{x:.3f}" for m, x in zip(layer, exact, strict=True))
+                for layer in e["window_mass_per_head"]
+            )
+            line = f"  L={e['length']:<5} M meas/exact per head (layers split by |): {heads}"
+            for tag in ("full", "trim"):
+                b = e.get(f"bracket_{tag}")
+                if b is not None:
+                    line += (f"; bracket {tag}: holds {100 * b['holds_fraction']:.1f}%, "
+                             f"width {b['mean_width']:.3f}, B {b['mean_B']:.2f}")
+            rows.append(line + f"; content shift {e['content_shift']:.3f}")
     return "\n".join(rows)

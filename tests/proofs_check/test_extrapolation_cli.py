@@ -150,7 +150,8 @@ def test_end_to_end_tiny_run_on_cpu(corpus_root, tmp_path, capsys):
     out, fig = tmp_path / "res.json", tmp_path / "fig7.png"
     argv = ["--quick", "--variants", "alibi,nope", "--seeds", "0", "--steps", "3",
             "--windows", "1", "--device", "cpu", "--corpus-root", str(corpus_root),
-            "--cache-dir", str(tmp_path / "cache"), "--out", str(out), "--figure", str(fig)]
+            "--cache-dir", str(tmp_path / "cache"), "--details", "--out", str(out),
+            "--figure", str(fig)]
     assert main(argv) == 0
     res = json.loads(out.read_text())
     assert res["device"] == "cpu" and fig.stat().st_size > 0
@@ -158,7 +159,8 @@ def test_end_to_end_tiny_run_on_cpu(corpus_root, tmp_path, capsys):
     v = res["variants"]["alibi"]
     assert [e["length"] for e in v["per_length"]] == [64, 128, 256, 512, 1024, 2048]
     assert v["classes"] == ["summable"] and res["variants"]["nope"]["classes"] == ["dilutes"]
-    assert "predictions" in res and "window W = 16" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "predictions" in res and "window W = 16" in printed and "bracket full" in printed
     # a second run reuses the cached evaluations: identical numbers
     assert main(argv[:-2]) == 0
     assert json.loads(out.read_text())["variants"] == res["variants"]
