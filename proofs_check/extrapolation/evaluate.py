@@ -55,7 +55,14 @@ def prior_masses(encodings: list[Any], window: int, length: int) -> dict[str, np
 
 def bracket(s_w: np.ndarray, tail: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Theorem 3's ``(M^-, M^+)`` for scores within ``b`` of a constant (THEORY.md §5):
-    ``M^- = S_W / (S_W + e^{2B} T)``, ``M^+ = e^{2B} S_W / (e^{2B} S_W + T)``, broadcast."""
+    ``M^- = S_W / (S_W + e^{2B} T)``, ``M^+ = e^{2B} S_W / (e^{2B} S_W + T)``, broadcast.
+
+    At ``B = 0`` both are the prior's ``S_W / S_l``; the bracket widens with ``B``:
+
+    >>> lo, hi = bracket(np.array([2.0, 2.0]), np.array([3.0, 3.0]), np.array([0.0, 0.5]))
+    >>> [round(float(x), 4) for x in lo], [round(float(x), 4) for x in hi]
+    ([0.4, 0.197], [0.4, 0.6444])
+    """
     e2b = np.exp(np.minimum(2.0 * np.asarray(b, dtype=np.float64), 700.0))
     return s_w / (s_w + e2b * tail), e2b * s_w / (e2b * s_w + tail)
 
