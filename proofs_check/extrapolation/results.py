@@ -78,6 +78,10 @@ def summarize_variant(evals: list[dict[str, Any]], *, tol: float | None = None) 
         "classes": sorted({p["class"] for ev in evals for p in ev["priors"]}),
         "distant_growth_measured": last["distant_mass"] - first["distant_mass"],
         "distant_growth_exact": last["exact_distant_mass"] - first["exact_distant_mass"],
+        "distant_growth_se_seeds": _se(
+            np.asarray([np.mean(ev["per_length"][-1]["distant_mass"])
+                        - np.mean(ev["per_length"][0]["distant_mass"]) for ev in evals])
+        ),
     }
     if tol is not None:
         out["tol"] = tol
@@ -90,6 +94,7 @@ def write_json_atomic(obj: Any, path: str | os.PathLike[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a results file is for everyone to read
         with os.fdopen(fd, "w") as fh:
             json.dump(obj, fh, indent=1, sort_keys=True)
             fh.write("\n")

@@ -118,6 +118,20 @@ def test_predictions_fail_for_a_model_that_does_not_degrade():
         assert preds["window"].holds  # 0.4 lost > max(0.38 / 2, 3 se = 0)
 
 
+def test_growth_prediction_fails_when_measured_mass_drifts_from_the_prior():
+    """Negative control for a summable prior: the exact growth is 0.02 (M 0.9 -> 0.88);
+    a model whose measured window mass falls 0.9 -> 0.6 must fail, 0.9 -> 0.87 must pass."""
+    def summable(m1):
+        ev = _fake_eval([2.0] * 3, [2.0, 1.99, 2.01], 0.9, m1, 0.9, 0.88)
+        ev["priors"] = [{"name": "alibi", "params": {}, "class": "summable"}]
+        return ev
+
+    for m1, want in ((0.6, False), (0.87, True)):
+        res = {"variants": {"alibi": summarize_variant([summable(m1), summable(m1)])}}
+        growth = [p for p in check_predictions(res) if "growth" in p.claim]
+        assert len(growth) == 1 and growth[0].holds is want
+
+
 def test_write_json_atomic_leaves_no_partial_file(tmp_path):
     out = tmp_path / "r.json"
     write_json_atomic({"a": 1}, out)
