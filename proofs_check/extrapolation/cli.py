@@ -65,6 +65,8 @@ def _parser() -> _Parser:
     p.add_argument("--windows", type=_positive, help="held-out windows (paired design)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument("--threads", type=_positive, default=1, help="torch CPU threads")
+    p.add_argument("--jobs", type=_positive, default=1,
+                   help="runs in parallel processes (one thread each); e.g. 2 on 2 cores")
     p.add_argument("--cache-dir", help="corpus cache and checkpoints (default ~/.cache/...)")
     p.add_argument("--corpus-root", help="a directory of .py files instead of the stdlib")
     p.add_argument("--out", help="results JSON (written atomically)")
@@ -108,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     try:
         results = run_experiment(cfg, device=str(dev), cache_dir=args.cache_dir,
-                                 corpus_root=args.corpus_root)
+                                 corpus_root=args.corpus_root, jobs=args.jobs)
     except ExperimentInputError as exc:  # e.g. a corpus root without enough held-out bytes
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

@@ -99,17 +99,64 @@ def _model_config(cfg: ExperimentConfig, variant: str) -> ModelConfig:
     return ModelConfig(variant, cfg.d_model, cfg.n_layers, cfg.n_heads, exponent=exponent)
 
 
+def _run_dir(cfg: ExperimentConfig, name: str, seed: int, cache: Path, fp: str) -> tuple:
+    mcfg = _model_config(cfg, name)
+    tcfg = TrainConfig(
+        steps=cfg.steps, batch=cfg.batch, seq_len=cfg.train_length, lr=cfg.lr,
+        warmup=cfg.warmup, seed=seed, ckpt_every=cfg.ckpt_every,
+    )
+    key = run_key(mcfg, tcfg, fp)
+    return mcfg, tcfg, key, cache / "runs" / f"{name}-seed{seed}-{key}"
+
+
+def _run_one(
+    cfg: ExperimentConfig, name: str, seed: int, device: str, cache: Path,
+    corpus_root: str | Path | None, threads: int | None, log: TextIO | str | None,
+) -> dict[str, Any]:
+    """Train (or resume) and evaluate one (variant, seed); cache and return its eval."""
+    if threads is not None:  # a worker process: its own thread count
+        torch.set_num_threads(threads)
+    if log == "stderr":
+        log = sys.stderr
+    corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache,
+                         root=corpus_root)
+    windows = heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
+    mcfg, tcfg, key, run_dir = _run_dir(cfg, name, seed, cache, corpus.fingerprint)
+    eval_path = run_dir / "eval.json"
+    if eval_path.is_file():
+        return json.loads(eval_path.read_text())
+    if log is not None:
+        print(f"training {name} seed {seed} -> {run_dir}", file=log, flush=True)
+    dev = torch.device(device)
+    t_run = time.time()
+    model, info = train(mcfg, tcfg, corpus.train, ckpt_path=run_dir / "ckpt.pt",
+                        device=dev, log=log, key=key)
+    t_eval = time.time()
+    ev = evaluate_model(model, windows, list(cfg.lengths), window=cfg.window,
+                        score_bytes=cfg.train_length, device=dev)
+    tail = info["losses"][-50:]  # last 50 training losses, nats -> bits per byte
+    ev["final_train_bpb"] = sum(tail) / len(tail) / math.log(2)
+    ev["seconds"] = {"train": round(t_eval - t_run, 1),
+                     "evaluate": round(time.time() - t_eval, 1),
+                     "resumed": info["resumed"]}
+    write_json_atomic(ev, eval_path)
+    return ev
+
+
 def run_experiment(
     cfg: ExperimentConfig,
     *,
     device: str = "cpu",
     cache_dir: str | Path | None = None,
     corpus_root: str | Path | None = None,
+    jobs: int = 1,
     log: TextIO | str | None = "stderr",
 ) -> dict[str, Any]:
     """Train and evaluate every (variant, seed) of ``cfg``; returns the results dict.
 
     ``corpus_root``: another directory of ``.py`` files instead of the standard library.
+    ``jobs``: runs in parallel worker processes (spawned; one torch thread each), for
+    ``jobs`` CPU cores; 1 runs everything in this process.
     ``log``: progress stream (``"stderr"``: the current ``sys.stderr``; None: silent).
     """
     if log == "stderr":
@@ -119,41 +166,31 @@ def run_experiment(
     try:
         corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache,
                              root=corpus_root)
-        windows = heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
+        heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
     except ValueError as exc:
         raise ExperimentInputError(f"corpus: {exc}") from None
     t0 = time.time()
+    todo = [(name, seed) for name in cfg.variants for seed in cfg.seeds]
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {
+                job: pool.submit(_run_one, cfg, *job, str(dev), cache, corpus_root, 1,
+                                 None if log is None else "stderr")
+                for job in todo
+            }
+            done = {job: f.result() for job, f in futures.items()}
+    else:
+        done = {job: _run_one(cfg, *job, str(dev), cache, corpus_root, None, log)
+                for job in todo}
     variants: dict[str, Any] = {}
     for name in cfg.variants:
         mcfg = _model_config(cfg, name)
-        evals = []
-        for seed in cfg.seeds:
-            tcfg = TrainConfig(
-                steps=cfg.steps, batch=cfg.batch, seq_len=cfg.train_length, lr=cfg.lr,
-                warmup=cfg.warmup, seed=seed, ckpt_every=cfg.ckpt_every,
-            )
-            key = run_key(mcfg, tcfg, corpus.fingerprint)
-            run_dir = cache / "runs" / f"{name}-seed{seed}-{key}"
-            eval_path = run_dir / "eval.json"
-            if eval_path.is_file():
-                evals.append(json.loads(eval_path.read_text()))
-                continue
-            if log is not None:
-                print(f"[{time.time() - t0:6.0f} s] training {name} seed {seed} -> {run_dir}",
-                      file=log, flush=True)
-            t_run = time.time()
-            model, info = train(mcfg, tcfg, corpus.train, ckpt_path=run_dir / "ckpt.pt",
-                                device=dev, log=log, key=key)
-            t_eval = time.time()
-            ev = evaluate_model(model, windows, list(cfg.lengths), window=cfg.window,
-                                score_bytes=cfg.train_length, device=dev)
-            tail = info["losses"][-50:]  # last 50 training losses, nats -> bits per byte
-            ev["final_train_bpb"] = sum(tail) / len(tail) / math.log(2)
-            ev["seconds"] = {"train": round(t_eval - t_run, 1),
-                             "evaluate": round(time.time() - t_eval, 1),
-                             "resumed": info["resumed"]}
-            write_json_atomic(ev, eval_path)
-            evals.append(ev)
+        evals = [done[(name, seed)] for seed in cfg.seeds]
         v = parse_variant(name)
         summary = summarize_variant(evals, tol=v.value if v.kind == "margin" else None)
         if mcfg.exponent is not None:

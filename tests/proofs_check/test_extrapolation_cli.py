@@ -178,6 +178,13 @@ def test_end_to_end_tiny_run_on_cpu(corpus_root, tmp_path, capsys):
     # a second run reuses the cached evaluations: identical numbers
     assert main(argv[:-2]) == 0
     assert json.loads(out.read_text())["variants"] == res["variants"]
+    # two worker processes (fresh cache) compute the same numbers as one process
+    out2 = tmp_path / "res2.json"
+    cut = argv.index("--cache-dir")
+    argv2 = [*argv[:cut], "--cache-dir", str(tmp_path / "cache2"), "--jobs", "2",
+             "--out", str(out2)]
+    assert main(argv2) == 0
+    assert json.loads(out2.read_text())["variants"] == res["variants"]
 
 
 def test_module_runs_as_a_script():
