@@ -46,26 +46,31 @@ def fig7_data(results: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def plot_fig7(data: Mapping[str, Any], fig: Any) -> None:
-    """Draw fig7 from :func:`fig7_data` into the matplotlib ``Figure`` ``fig``."""
-    ax_l, ax_m = fig.subplots(1, 2)
-    colors = [f"C{i}" for i in range(10)]
+    """Draw fig7 from :func:`fig7_data` into the matplotlib ``Figure`` ``fig``: panels side
+    by side on a wide figure, stacked on a narrow one (a ``paper_figs`` column), with the
+    legend below the panels."""
+    narrow = fig.get_figwidth() < 6
+    ax_l, ax_m = fig.subplots(2, 1) if narrow else fig.subplots(1, 2)
+    handles = []
     for i, (name, d) in enumerate(data["variants"].items()):
-        c = colors[i % len(colors)]
+        c = f"C{i % 10}"
         ls = "-" if d["class"] == "summable" else "-."
-        ax_l.errorbar(d["length"], d["change"], yerr=d["se"], marker="o", ms=2, color=c,
-                      ls=ls, capsize=2, label=f"{name} ({d['class']})")
-        ax_m.plot(d["length"], d["window_mass"], marker="o", ms=2, color=c, ls=ls)
-        ax_m.plot(d["length"], d["exact_window_mass"], ls="--", color=c, lw=0.8)
+        h = ax_l.errorbar(d["length"], d["change"], yerr=d["se"], marker="o", ms=2, color=c,
+                          ls=ls, capsize=2, lw=1, label=f"{name} ({d['class']})")
+        handles.append(h)
+        ax_m.plot(d["length"], d["window_mass"], marker="o", ms=2, color=c, ls=ls, lw=1)
+        ax_m.plot(d["length"], d["exact_window_mass"], ls="--", color=c, lw=0.7)
     for ax in (ax_l, ax_m):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("context length $l$ (bytes)")
     ax_l.axhline(0.0, color="0.4", lw=0.5)
-    ax_l.set_ylabel(f"change in bits/byte from $l={data['train_length']}$")
+    ax_l.set_ylabel(f"$\\Delta$ bits/byte from $l={data['train_length']}$")
     ax_l.set_title("(a) paired change in loss", loc="left")
-    ax_m.set_ylabel(f"window mass $M_l(W={data['window']})$")
-    ax_m.set_title("(b) measured (solid) and exact prior (dashed)", loc="left")
+    ax_m.set_ylabel(f"$M_l(W={data['window']})$")
+    ax_m.set_title("(b) window mass: measured, exact prior (dashed)", loc="left")
     ax_m.set_ylim(0, 1)
-    ax_l.legend(fontsize=6, ncol=2)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2 if narrow else 3,
+               fontsize=6, frameon=False)
 
 
 def fig7(results: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:

@@ -193,3 +193,20 @@ def test_module_runs_as_a_script():
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_fig7_draws_the_committed_quick_results_on_a_paper_column():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from proofs_check.extrapolation.figure import fig7_data, load_results, plot_fig7
+
+    data = fig7_data(load_results(REPO / "benchmarks" / "extrapolation_quick.json"))
+    fig = Figure(figsize=(3.5, 5.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    plot_fig7(data, fig)
+    ax_l, ax_m = fig.axes
+    assert ax_l.get_position().y0 > ax_m.get_position().y0  # stacked on a narrow figure
+    assert len(ax_m.lines) == 2 * len(data["variants"])  # measured and exact per prior
+    for d in data["variants"].values():
+        assert d["change"][0] == 0.0 and len(d["length"]) == len(d["window_mass"])
