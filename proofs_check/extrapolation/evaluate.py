@@ -92,7 +92,8 @@ def _run_length(
             wm.append(a[..., length - window :].sum(-1))  # d = L - j < W
             dm.append(a[..., : length - window].sum(-1))  # d >= W
             bf.append((s.amax(-1) - s.amin(-1)) / 2)
-            q = torch.quantile(s, torch.tensor([0.025, 0.975], dtype=s.dtype), dim=-1)
+            probs = torch.tensor([0.025, 0.975], dtype=s.dtype, device=s.device)
+            q = torch.quantile(s, probs, dim=-1)  # (2, b, H)
             bt.append((q[1] - q[0]) / 2)
         for acc, vals in ((wmass, wm), (dmass, dm), (b_full, bf), (b_trim, bt)):
             acc.append(torch.stack(vals, dim=1).cpu())  # (b, layers, H)
