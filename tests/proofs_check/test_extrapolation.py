@@ -258,3 +258,17 @@ def test_schedule_and_batches_are_functions_of_seed_and_step():
 def test_parse_variant_rejects_bad_names(bad):
     with pytest.raises(ValueError, match="variant"):
         parse_variant(bad)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("variant", ["rope", "t5", "margin-0.1"])
+def test_cuda_evaluation_matches_cpu(variant):
+    """The same tiny model evaluated on CUDA and on CPU (float32 both, TF32 off by default):
+    masses agree to 1e-4 (float32 summation order differs between devices)."""
+    model = tiny(variant)
+    win = _windows(2, 128)
+    cpu = evaluate_model(model, win, [32, 128], window=8, score_bytes=16, device="cpu")
+    gpu = evaluate_model(model, win, [32, 128], window=8, score_bytes=16, device="cuda")
+    for a, b in zip(cpu["per_length"], gpu["per_length"], strict=True):
+        np.testing.assert_allclose(a["window_mass"], b["window_mass"], atol=1e-4, rtol=0)
+        np.testing.assert_allclose(a["bpb"], b["bpb"], atol=1e-4, rtol=0)
