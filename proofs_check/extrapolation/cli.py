@@ -68,6 +68,8 @@ def _parser() -> _Parser:
     p.add_argument("--jobs", type=_positive, default=1,
                    help="runs in parallel processes (one thread each); e.g. 2 on 2 cores")
     p.add_argument("--cache-dir", help="corpus cache and checkpoints (default ~/.cache/...)")
+    p.add_argument("--cached-only", action="store_true",
+                   help="train nothing: summarise the finished runs in the cache (partial)")
     p.add_argument("--corpus-root", help="a directory of .py files instead of the stdlib")
     p.add_argument("--out", help="results JSON (written atomically)")
     p.add_argument("--figure", help="also draw fig7 to this path (png or pdf)")
@@ -110,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     try:
         results = run_experiment(cfg, device=str(dev), cache_dir=args.cache_dir,
-                                 corpus_root=args.corpus_root, jobs=args.jobs)
+                                 corpus_root=args.corpus_root, jobs=args.jobs,
+                                 cached_only=args.cached_only)
     except ExperimentInputError as exc:  # e.g. a corpus root without enough held-out bytes
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

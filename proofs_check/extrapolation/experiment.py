@@ -150,6 +150,7 @@ def run_experiment(
     cache_dir: str | Path | None = None,
     corpus_root: str | Path | None = None,
     jobs: int = 1,
+    cached_only: bool = False,
     log: TextIO | str | None = "stderr",
 ) -> dict[str, Any]:
     """Train and evaluate every (variant, seed) of ``cfg``; returns the results dict.
@@ -157,6 +158,9 @@ def run_experiment(
     ``corpus_root``: another directory of ``.py`` files instead of the standard library.
     ``jobs``: runs in parallel worker processes (spawned; one torch thread each), for
     ``jobs`` CPU cores; 1 runs everything in this process.
+    ``cached_only``: train nothing; summarise the finished runs found in the cache (a
+    partial experiment: each variant's ``seeds`` lists the seeds it has; variants without
+    any are left out).
     ``log``: progress stream (``"stderr"``: the current ``sys.stderr``; None: silent).
     """
     if log == "stderr":
@@ -172,7 +176,12 @@ def run_experiment(
     t0 = time.time()
     todo = [(name, seed) for name in cfg.variants for seed in cfg.seeds]
     done: dict[tuple[str, int], dict[str, Any]] = {}
-    if jobs > 1:
+    if cached_only:
+        for name, seed in todo:
+            path = _run_dir(cfg, name, seed, cache, corpus.fingerprint)[3] / "eval.json"
+            if path.is_file():
+                done[(name, seed)] = json.loads(path.read_text())
+    elif jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -190,9 +199,13 @@ def run_experiment(
     variants: dict[str, Any] = {}
     for name in cfg.variants:
         mcfg = _model_config(cfg, name)
-        evals = [done[(name, seed)] for seed in cfg.seeds]
+        seeds = [seed for seed in cfg.seeds if (name, seed) in done]
+        if not seeds:
+            continue
+        evals = [done[(name, seed)] for seed in seeds]
         v = parse_variant(name)
         summary = summarize_variant(evals, tol=v.value if v.kind == "margin" else None)
+        summary["seed_list"] = seeds
         if mcfg.exponent is not None:
             summary["alpha"] = mcfg.exponent
         if v.kind == "margin":  # G(alpha) over [W, Lmax] at B = 0 (THEORY.md §7): <= tol
@@ -210,6 +223,7 @@ def run_experiment(
         "threads": torch.get_num_threads(),
         "corpus": corpus.describe(),
         "wall_seconds_this_invocation": round(time.time() - t0, 1),
+        "partial": cached_only and len(done) < len(todo),
         "variants": variants,
     }
 

@@ -125,8 +125,9 @@ def format_table(results: dict[str, Any]) -> str:
             f"{f['exact_window_mass']:7.3f} -> {last['exact_window_mass']:.3f} "
             f"{v['distant_growth_measured']:6.3f}/{v['distant_growth_exact']:.3f}"
         )
+        rows[-1] += f"  seeds={v['seeds']}"
         if "alpha" in v:
-            rows[-1] += f"  alpha={v['alpha']:.4f}"
+            rows[-1] += f" alpha={v['alpha']:.4f}"
             if "tol" in v:
                 rows[-1] += f" tol={v['tol']}"
     return "\n".join(rows)

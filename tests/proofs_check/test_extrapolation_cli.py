@@ -185,6 +185,12 @@ def test_end_to_end_tiny_run_on_cpu(corpus_root, tmp_path, capsys):
              "--out", str(out2)]
     assert main(argv2) == 0
     assert json.loads(out2.read_text())["variants"] == res["variants"]
+    # --cached-only summarises the finished runs only: seed 1 was never trained
+    argv3 = [*argv[:-2], "--seeds", "0,1", "--cached-only"]
+    assert main(argv3) == 0
+    part = json.loads(out.read_text())
+    assert part["partial"] is True and part["variants"]["alibi"]["seed_list"] == [0]
+    assert part["variants"]["alibi"]["per_length"] == res["variants"]["alibi"]["per_length"]
 
 
 def test_module_runs_as_a_script():
