@@ -778,6 +778,33 @@ def plot_margin(data: Mapping[str, Any], fig: Any) -> None:
     ax.legend(loc="upper left")
 
 
+def compute_extrapolation(quick: bool = False) -> dict[str, Any]:
+    """Fig. 7 from the committed experiment results (docs/extrapolation.md): the full run's
+    ``benchmarks/extrapolation_full.json`` once it exists, else the quick run's. Training
+    takes minutes to hours, so the figure reads results; ``quick`` changes nothing."""
+    del quick
+    from proofs_check.extrapolation.figure import fig7_data, load_results
+
+    bench = Path(__file__).resolve().parent / "benchmarks"
+    path = bench / "extrapolation_full.json"
+    if not path.exists():
+        path = bench / "extrapolation_quick.json"
+    data = fig7_data(load_results(path))
+    key = {  # at the longest length: change in bits per byte, measured and exact window mass
+        name: {"class": v["class"], "length": v["length"][-1], "change_bpb": v["change"][-1],
+               "paired_se": v["se"][-1], "window_mass": v["window_mass"][-1],
+               "exact_window_mass": v["exact_window_mass"][-1]}
+        for name, v in data["variants"].items()
+    }
+    return {**data, "source": f"benchmarks/{path.name}", "key_values": key}
+
+
+def plot_extrapolation(data: Mapping[str, Any], fig: Any) -> None:
+    from proofs_check.extrapolation.figure import plot_fig7
+
+    plot_fig7(data, fig)
+
+
 # ---------------------------------------------------------------------------------------------
 # Registry, manifest, atomic writing, command line.
 # ---------------------------------------------------------------------------------------------
@@ -813,6 +840,8 @@ FIGURES: dict[str, FigureSpec] = {
                    compute_near_one, plot_near_one, 5.0),
         FigureSpec(6, "margin", "§7", "Margin selection",
                    compute_margin, plot_margin, 4.6),
+        FigureSpec(7, "extrapolation", "§5, §7", "Length extrapolation of trained models",
+                   compute_extrapolation, plot_extrapolation, 5.2),
     )
 }
 
