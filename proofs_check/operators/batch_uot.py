@@ -109,7 +109,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._causal_ot_common import ConvergenceWarning, validate_rho, validate_scores
+from ._causal_ot_common import ConvergenceWarning, validate_rho, validate_scores, validate_tol
 
 __all__ = [
     "STALL_SWEEPS",
@@ -213,15 +213,7 @@ def _check_not_meta(value: object, name: str) -> None:
 def _validate_tol(tol: object, dtype: torch.dtype) -> float:
     if tol is None:
         return default_batch_tol(dtype)
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
-        raise ValueError(f"tol must be a positive finite real number, got {tol!r}")
-    try:
-        value = float(tol)
-    except OverflowError:  # an int beyond the float range
-        raise ValueError("tol must be a positive finite real number, got an integer "
-                         "beyond the float range") from None
-    if not (math.isfinite(value) and value > 0.0):
-        raise ValueError(f"tol must be a positive finite real number, got {value!r}")
+    value = validate_tol(tol)  # the operators' shared rule: a positive finite real, not bool
     eps = torch.finfo(dtype).eps
     if value < eps:
         raise ValueError(
