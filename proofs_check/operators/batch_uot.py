@@ -202,7 +202,8 @@ def _default_max_iter(rho: float, tol: float) -> int:
     # with a factor 2 and a floor for the transient before the asymptotic rate sets in.
     if rho == 0.0:
         return 10
-    return int(min(2e6, 200 + 2.0 * math.log(10.0 / tol) / -math.log(rho)))
+    # (a tol above 10 needs no more than the floor: the log term would go negative)
+    return int(min(2e6, 200 + 2.0 * max(0.0, math.log(10.0 / tol)) / -math.log(rho)))
 
 
 def _check_not_meta(value: object, name: str) -> None:

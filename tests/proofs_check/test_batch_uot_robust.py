@@ -305,3 +305,15 @@ def test_good_unusual_arguments_are_accepted():
                    {"col_target": torch.ones(1, dtype=torch.int64)}):
         got = batch_unbalanced_sinkhorn(s, np.float64(0.5), **kwargs).plan
         assert torch.allclose(got, ref, rtol=0, atol=1e-9)  # converged at 1e-10 (see POT test)
+
+
+@pytest.mark.parametrize("tol", [10.0, 6150.0, 1e300])
+def test_huge_tolerance_still_runs_one_sweep_and_returns_a_plan(tol):
+    """A tolerance above every possible increment (found by the operator fuzz test: tol =
+    6150 made the default sweep budget negative). One sweep meets it; the plan's rows still
+    sum to one (checked in float64 directly, not through the solver's residual)."""
+    s = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    res = batch_unbalanced_sinkhorn(s, 0.9375, tol=tol)
+    assert res.info.converged and res.info.sweeps >= 1
+    rows = res.plan.sum(-1)
+    assert torch.allclose(rows, torch.ones_like(rows), atol=1e-12, rtol=0)
