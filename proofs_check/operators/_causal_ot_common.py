@@ -129,19 +129,24 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
+def _real_as_float(value: object, name: str, kind: str, bound: str) -> float:
+    """``value`` (a real, not a bool) as a float; ValueError naming ``name`` otherwise,
+    including for an integer beyond the float range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be {bound}, got an integer beyond the float range") from None
+
+
 def validate_rho(rho: object) -> float:
     """Return ``rho`` as a float in ``[0, 1)`` or raise ValueError naming ``rho``."""
     if isinstance(rho, torch.Tensor):
         if rho.numel() != 1:
             raise ValueError(f"rho must be a scalar, got a tensor of shape {tuple(rho.shape)}")
         rho = rho.item()
-    if isinstance(rho, bool) or not isinstance(rho, numbers.Real):
-        raise ValueError(f"rho must be a real number in [0, 1), got {rho!r}")
-    try:
-        value = float(rho)
-    except OverflowError:  # an integer beyond the float range
-        raise ValueError("rho must be finite and in [0, 1), got an integer beyond the "
-                         "float range") from None
+    value = _real_as_float(rho, "rho", "a real number in [0, 1)", "finite and in [0, 1)")
     if not math.isfinite(value) or not 0.0 <= value < 1.0:
         raise ValueError(f"rho must be finite and in [0, 1), got {value!r}")
     return value
@@ -153,13 +158,7 @@ def validate_tol(tol: object) -> float | None:
         return None
     if isinstance(tol, torch.Tensor) and tol.numel() == 1 and tol.device.type != "meta":
         tol = tol.item()
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
-        raise ValueError(f"tol must be a positive finite number, got {tol!r}")
-    try:
-        value = float(tol)
-    except OverflowError:  # an integer beyond the float range
-        raise ValueError("tol must be a positive finite number, got an integer beyond the "
-                         "float range") from None
+    value = _real_as_float(tol, "tol", "a positive finite number", "a positive finite number")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"tol must be a positive finite number, got {value!r}")
     return value
