@@ -113,9 +113,30 @@ def test_predictions_fail_for_a_model_that_does_not_degrade():
     worse = _fake_eval([2.0] * 4, [2.5, 2.6, 2.4, 2.5], 0.5, 0.1, 0.5, 0.12)
     for evals, want in (([flat, flat], False), ([worse, worse], True)):
         res = {"variants": {"nope": summarize_variant(evals)}}
-        preds = {p.claim.split()[0]: p for p in check_predictions(res)}
-        assert preds["change@Lmax"].holds is want
+        preds = {("change" if "change@Lmax" in p.claim else p.claim.split()[0]): p
+                 for p in check_predictions(res)}
+        assert preds["change"].claim.startswith("G > ")  # exact growth 0.38 > 0.1
+        assert preds["change"].holds is want
         assert preds["window"].holds  # 0.4 lost > max(0.38 / 2, 3 se = 0)
+
+
+def test_loss_prediction_follows_the_exact_growth_not_the_class():
+    """A summable prior whose exact distant mass grows by 0.3 over [L0, Lmax] (beyond
+    FLAT_GROWTH) is predicted to degrade: a model whose loss stays flat must fail that
+    claim, one whose loss grows must pass; with an exact growth of 0.02 the same flat
+    model must pass the 'holds' claim and the degrading one fail it."""
+    def summable(bpb_l1, exact1):
+        ev = _fake_eval([2.0] * 3, bpb_l1, 0.9, exact1, 0.9, exact1)
+        ev["priors"] = [{"name": "alibi", "params": {}, "class": "summable"}]
+        return ev
+
+    flat, worse = [2.0, 1.99, 2.01], [2.3, 2.29, 2.31]
+    for bpb_l1, exact1, start, want in ((flat, 0.6, "G > ", False), (worse, 0.6, "G > ", True),
+                                         (flat, 0.88, "G <= ", True),
+                                         (worse, 0.88, "G <= ", False)):
+        res = {"variants": {"alibi": summarize_variant([summable(bpb_l1, exact1)] * 2)}}
+        (loss,) = [p for p in check_predictions(res) if "change@Lmax" in p.claim]
+        assert loss.claim.startswith(start) and loss.holds is want, (exact1, loss)
 
 
 def test_growth_prediction_fails_when_measured_mass_drifts_from_the_prior():
