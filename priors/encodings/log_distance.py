@@ -81,8 +81,8 @@ class LogDistance(Encoding):
     ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
         """THEORY.md §6 brackets of ``M_l(W) = H_W^(alpha) / H_l^(alpha)`` from
         ``priors.brackets.window_mass_brackets`` (integral test, Euler–Maclaurin; both
-        certified), clipped to ``[0, 1]``; ``None`` at ``alpha = 0`` (NoPE's exact
-        ``W / l``, no series to bracket)."""
+        certified), clipped to ``[0, 1]``; ``None`` at ``alpha = 0``, where the brackets
+        do not apply (the prior is NoPE's, ``M = W / l`` exactly)."""
         if self.alpha <= 0:
             return None
         from priors.brackets import window_mass_brackets

@@ -31,7 +31,10 @@ decimal ball, then ``decimal`` rounding towards -inf / +inf), plus ``prec``,
 ``certify_method`` and ``certified: true`` (``certified: false`` without ``--certify``).
 Another encoding with ``--certify`` is bad input (exit 2).
 
-Imports neither torch, sympy, matplotlib nor scipy (``--certify`` adds python-flint only).
+This module parses the arguments and builds the encoding; the numbers come from the
+library ``priors.mass`` (``mass_report``) and ``priors.certified``, the printed text and
+JSON records from ``priors.mass.format``. Imports neither torch, sympy, matplotlib nor
+scipy (``--certify`` adds python-flint only).
 """
 
 from __future__ import annotations
