@@ -11,13 +11,18 @@ Three ways to decide:
 * closed form (every built-in family: the p-series test for ``(1+d)^-alpha`` and
   ``(1 + r2 d)^-r1``, the geometric test for ``e^{-m d}``, a constant or bounded tail for
   NoPE, T5 and Sandwich) -- ``Encoding.classify()``;
-* symbolic (``classify(enc, symbolic=True)``): a limit comparison of the summand
-  ``e^{b(d)}`` with ``(1+d)^-2``, then sympy's ``Sum.is_convergent``; sympy is imported
-  only then;
-* numeric evidence for a bias given as data (``classify_values``): the estimated tail
-  exponent ``p = -db / d ln(1+d)`` over the last octave of the range (the local p-series
-  exponent: ``(1+d)^-p`` is summable iff ``p > 1``), and "inconclusive" when ``p`` is
-  within ``margin`` of 1 or the range is too short to say.
+* symbolic, a cross-check of the closed form (``priors.symbolic.classify(enc,
+  symbolic=True)``): a limit comparison of the summand ``e^{b(d)}`` with ``(1+d)^-2``,
+  then sympy's ``Sum.is_convergent``;
+* numeric evidence for a bias given as data (``classify_values``, here): the estimated
+  tail exponent ``p = -db / d ln(1+d)`` over the last octave of the range (the local
+  p-series exponent: ``(1+d)^-p`` is summable iff ``p > 1``), and "inconclusive" when
+  ``p`` is within ``margin`` of 1 or the range is too short to say.
+
+This module is a leaf: the value type ``Classification`` that every encoding returns and
+the numeric test, on numpy alone (it imports no encoding). ``classify`` and
+``symbolic_label`` moved to ``priors.symbolic``; ``priors.classify.classify`` and
+``priors.classify.symbolic_label`` still reach them there (imported on first use).
 
 >>> import numpy as np
 >>> c = classify_values(-2.0 * np.log1p(np.arange(4096.0)))
@@ -29,25 +34,24 @@ Three ways to decide:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:  # pragma: no cover
-    from priors.encodings.base import Encoding
 
 __all__ = [
     "DEFAULT_MARGIN",
     "LABELS",
     "MIN_SAMPLES",
     "Classification",
-    "classify",
     "classify_values",
-    "symbolic_label",
 ]
+
+#: Names that moved to ``priors.symbolic`` (sympy), still reachable here on first use.
+_MOVED_TO_SYMBOLIC = frozenset({"classify", "symbolic_label"})
 
 LABELS = ("summable", "dilutes", "inconclusive")
 #: Default margin around the critical exponent 1 inside which numeric evidence does not decide.
@@ -87,13 +91,18 @@ class Classification:
     def summable(self) -> bool:
         return self.label == "summable"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """``{"label", "rate", "method", "evidence"}``, JSON-ready."""
         return {
             "label": self.label,
             "rate": self.rate,
             "method": self.method,
             "evidence": dict(self.evidence),
         }
+
+    def to_json(self, **json_kwargs: Any) -> str:
+        """``json.dumps(self.to_dict(), **json_kwargs)``."""
+        return json.dumps(self.to_dict(), **json_kwargs)
 
 
 def _exp_sum(values: np.ndarray) -> float | str:
@@ -151,47 +160,10 @@ def classify_values(
     return Classification("inconclusive", "unknown", evidence, "numeric")
 
 
-def symbolic_label(enc: Encoding) -> str:
-    """``"summable"`` or ``"dilutes"`` from sympy's convergence test of ``sum e^{b(d)}``.
+def __getattr__(name: str) -> Any:
+    # the sympy cross-check at its old path, imported on first use (this module stays a leaf)
+    if name in _MOVED_TO_SYMBOLIC:
+        from priors import symbolic
 
-    Parameters are converted to exact rationals (floats are dyadic, so exactly). Imports
-    sympy (only here).
-    """
-    import sympy
-
-    d = sympy.Symbol("d", integer=True, nonnegative=True)
-    summand = enc.sympy_summand(d)
-    # limit comparison with the convergent p-series (1+d)^-2 first (decides the
-    # faster-than-any-power families, where Sum.is_convergent can run away), then
-    # sympy's own tests (p-series, geometric, ...)
-    x = sympy.Symbol("x", positive=True)
-    ratio = sympy.limit(summand.subs(d, x) * (x + 1) ** 2, x, sympy.oo)
-    if ratio.is_finite:
-        return "summable"
-    convergent = sympy.Sum(summand, (d, 0, sympy.oo)).is_convergent()
-    if convergent is sympy.true or convergent is True:
-        return "summable"
-    if convergent is sympy.false or convergent is False:
-        return "dilutes"
-    raise ValueError(f"sympy could not decide the convergence of {summand}")  # pragma: no cover
-
-
-def classify(enc: Encoding, *, symbolic: bool = False) -> Classification:
-    """The class of ``enc`` (THEORY.md §5).
-
-    ``symbolic=False``: the encoding's closed-form (or numeric) classification.
-    ``symbolic=True``: additionally run sympy's convergence test on ``e^{b(d)}`` for the
-    closed-form families; the result is marked ``method="symbolic"`` and a disagreement
-    with the closed-form label raises ``RuntimeError`` (it would be a bug).
-    """
-    base = enc.classify()
-    if not symbolic:
-        return base
-    label = symbolic_label(enc)
-    if label != base.label:
-        raise RuntimeError(  # pragma: no cover - a bug either here or in sympy
-            f"sympy says {label}, the closed form says {base.label} for {enc!r}"
-        )
-    evidence = dict(base.evidence)
-    evidence["sympy"] = f"Sum(e^b(d), (d, 0, oo)).is_convergent() -> {label == 'summable'}"
-    return Classification(base.label, base.rate, evidence, "symbolic")
+        return getattr(symbolic, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,12 @@
-"""Symbolic (sympy) verification of the scale-invariant prior of THEORY.md §4.
+"""Symbolic (sympy) verification: the scale-invariant prior of THEORY.md §4, and the
+class of an encoding (THEORY.md §5) by sympy's convergence test of its summand.
 
 sympy is imported inside the functions only: ``import priors.symbolic`` is free.
+
+The class (``classify(enc, symbolic=True)``, ``symbolic_label``): a limit comparison of
+the summand ``e^{b(d)}`` with ``(1+d)^-2``, then sympy's ``Sum.is_convergent``, checked
+against the closed form ``Encoding.classify()`` (the value type is
+``priors.classify.Classification``).
 
 The claim verified: with ``a = 1 - rho`` (so ``0 < a <= 1``; the symbol is declared
 positive), ``kappa = rho/(1 - rho)``,
@@ -41,10 +47,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from priors.classify import Classification
+
 if TYPE_CHECKING:  # pragma: no cover
     import sympy
 
-__all__ = ["prior_expressions", "residuals", "simplify_residual", "verify_scale_invariant_prior"]
+    from priors.encodings.base import Encoding
+
+__all__ = [
+    "classify",
+    "prior_expressions",
+    "residuals",
+    "simplify_residual",
+    "symbolic_label",
+    "verify_scale_invariant_prior",
+]
 
 
 def prior_expressions() -> dict[str, Any]:
@@ -135,3 +152,52 @@ def verify_scale_invariant_prior() -> dict[str, sympy.Expr]:
     []
     """
     return residuals(prior_expressions())
+
+
+# ----------------------------------------------------- the class of an encoding (§5)
+
+
+def symbolic_label(enc: Encoding) -> str:
+    """``"summable"`` or ``"dilutes"`` from sympy's convergence test of ``sum e^{b(d)}``.
+
+    Parameters are converted to exact rationals (floats are dyadic, so exactly). Imports
+    sympy (only here).
+    """
+    import sympy
+
+    d = sympy.Symbol("d", integer=True, nonnegative=True)
+    summand = enc.sympy_summand(d)
+    # limit comparison with the convergent p-series (1+d)^-2 first (decides the
+    # faster-than-any-power families, where Sum.is_convergent can run away), then
+    # sympy's own tests (p-series, geometric, ...)
+    x = sympy.Symbol("x", positive=True)
+    ratio = sympy.limit(summand.subs(d, x) * (x + 1) ** 2, x, sympy.oo)
+    if ratio.is_finite:
+        return "summable"
+    convergent = sympy.Sum(summand, (d, 0, sympy.oo)).is_convergent()
+    if convergent is sympy.true or convergent is True:
+        return "summable"
+    if convergent is sympy.false or convergent is False:
+        return "dilutes"
+    raise ValueError(f"sympy could not decide the convergence of {summand}")  # pragma: no cover
+
+
+def classify(enc: Encoding, *, symbolic: bool = False) -> Classification:
+    """The class of ``enc`` (THEORY.md §5).
+
+    ``symbolic=False``: the encoding's closed-form (or numeric) classification.
+    ``symbolic=True``: additionally run sympy's convergence test on ``e^{b(d)}`` for the
+    closed-form families; the result is marked ``method="symbolic"`` and a disagreement
+    with the closed-form label raises ``RuntimeError`` (it would be a bug).
+    """
+    base = enc.classify()
+    if not symbolic:
+        return base
+    label = symbolic_label(enc)
+    if label != base.label:
+        raise RuntimeError(  # pragma: no cover - a bug either here or in sympy
+            f"sympy says {label}, the closed form says {base.label} for {enc!r}"
+        )
+    evidence = dict(base.evidence)
+    evidence["sympy"] = f"Sum(e^b(d), (d, 0, oo)).is_convergent() -> {label == 'summable'}"
+    return Classification(base.label, base.rate, evidence, "symbolic")

@@ -10,7 +10,6 @@ nothing written.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -116,7 +115,7 @@ def _main(argv: Sequence[str] | None) -> int:
         )
     elif args.text is not None:
         raise ValueError("--text only applies with --measure")
-    text = json.dumps(diag.to_json(), indent=2) if args.json else diag.to_text(args.digits)
+    text = diag.to_json(indent=2) if args.json else diag.to_text(args.digits)
     if args.plot is not None:
         _write_plot(diag, args.plot)
     emit(text)

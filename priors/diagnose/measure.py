@@ -39,6 +39,7 @@ for Falcon-ALiBi twice the checkpoint's slope, see ``priors.diagnose.families``)
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -79,7 +80,8 @@ class Measurement:
     def rows_underflow(self) -> int:
         return sum(r["rows_underflow"] for r in self.rows)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """The totals, the precision and the per-row numbers, JSON-ready."""
         return {
             "window": self.window,
             "lengths": self.lengths,
@@ -93,6 +95,10 @@ class Measurement:
             "(relative error ~1e-6); prior masses: exact (mpmath), shown to 17 digits",
             "heads": self.rows,
         }
+
+    def to_json(self, **json_kwargs: Any) -> str:
+        """``json.dumps(self.to_dict(), **json_kwargs)``."""
+        return json.dumps(self.to_dict(), **json_kwargs)
 
     def to_text(self, digits: int = 6) -> list[str]:
         lines = [
@@ -297,7 +303,7 @@ def measure(
     except ImportError as exc:
         raise ValueError("--measure needs torch and transformers "
                          "(pip install 'causal-ot-priors[hf]')") from exc
-    from priors.window import masses
+    from priors.mass import masses
 
     if not os.path.isdir(path):
         raise ValueError("--measure needs a model directory with weights, not a config file")

@@ -3,7 +3,7 @@
 For every distinct prior found by ``priors.diagnose.families`` (docs/theory.md §5):
 
 * the exact window mass ``M_l(W) = S_W / S_l`` and distant mass ``D_l(W) = T_l / S_l`` at
-  each length (``priors.window.masses``: O(1) in ``l`` for every built-in encoding, ``dps``
+  each length (``priors.mass.masses``: O(1) in ``l`` for every built-in encoding, ``dps``
   significant digits, the tail summed directly);
 * the limit ``M_inf(W) = S_W / S_inf`` (0 when the prior dilutes) and ``D_inf = 1 - M_inf``;
 * with a content-score bound ``B``, Theorem 3's attained brackets
@@ -20,6 +20,7 @@ the stated parameters (the slopes and tables the checkpoint defines, as float64 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ import mpmath
 from priors.diagnose.families import HeadPrior, ModelPriors
 from priors.encodings import Encoding
 from priors.harmonic import as_count
-from priors.window import masses
+from priors.mass import masses
 
 __all__ = ["DEFAULT_LENGTHS", "DEFAULT_WINDOW", "Diagnosis", "HeadResult", "evaluate"]
 
@@ -73,7 +74,7 @@ class Diagnosis:
             return None
         return mpmath.nstr(x, self.dps, min_fixed=-4, max_fixed=6)
 
-    def _head_json(self, r: HeadResult) -> dict[str, Any]:
+    def _head_dict(self, r: HeadResult) -> dict[str, Any]:
         p = r.prior
         out: dict[str, Any] = {
             "layer": p.layer,
@@ -83,7 +84,7 @@ class Diagnosis:
             "params": p.params,
             "class": p.classification.label,
             "rate": p.classification.rate,
-            "evidence": p.classification.to_json()["evidence"],
+            "evidence": p.classification.to_dict()["evidence"],
             "masses": [],
             "limit_window_mass": self._num(r.limit_window_mass),
             "limit_distant_mass": self._num(r.limit_distant_mass),
@@ -113,9 +114,9 @@ class Diagnosis:
                                   "params": p.measured_encoding.params}
         return out
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"model": path, "heads": [...], ...}`` (masses as decimal strings, ``dps``
-        significant digits, as ``priors.mass`` prints them)."""
+    def to_dict(self) -> dict[str, Any]:
+        """``{"model": path, "heads": [...], ...}``, JSON-ready (masses as decimal strings,
+        ``dps`` significant digits, as ``priors.mass`` prints them)."""
         m = self.model
         out: dict[str, Any] = {
             "model": self.path,
@@ -134,10 +135,10 @@ class Diagnosis:
                 "(decimal strings); parameters are the checkpoint's numbers as float64"
             ),
             "notes": m.notes,
-            "heads": [self._head_json(r) for r in self.heads],
+            "heads": [self._head_dict(r) for r in self.heads],
         }
         if self.encoder_heads:
-            out["encoder_heads"] = [self._head_json(r) for r in self.encoder_heads]
+            out["encoder_heads"] = [self._head_dict(r) for r in self.encoder_heads]
         if self.tol is not None:
             out["tol"] = self.tol
             out["lmin"] = self.lmin
@@ -153,8 +154,12 @@ class Diagnosis:
                    f"upper end proven; lower end not proven: {self.margin.delta_lo_reason}"),
             }
         if self.measurement is not None:
-            out["measure"] = self.measurement.to_json()
+            out["measure"] = self.measurement.to_dict()
         return out
+
+    def to_json(self, **json_kwargs: Any) -> str:
+        """``json.dumps(self.to_dict(), **json_kwargs)``."""
+        return json.dumps(self.to_dict(), **json_kwargs)
 
     def to_text(self, digits: int = 6) -> str:
         """A readable report; numbers rounded to ``digits`` significant digits."""

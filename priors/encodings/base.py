@@ -26,19 +26,18 @@ import numbers
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import mpmath
 import numpy as np
 
+from priors.classify import Classification
 from priors.harmonic import DEFAULT_DPS, _check_dps, as_count
-
-if TYPE_CHECKING:  # pragma: no cover
-    from priors.classify import Classification
 
 __all__ = [
     "GUARD_DPS",
     "Encoding",
+    "FewerDigitsWarning",
     "check_window_length",
     "finite_param",
     "positive_param",
@@ -196,7 +195,7 @@ class Encoding(ABC):
             warnings.warn(
                 f"{self.name} masses carry about {self.max_digits} correct digits "
                 f"(float64-backed), not dps={dps}",
-                RuntimeWarning,
+                FewerDigitsWarning,
                 stacklevel=4,
             )
 
@@ -267,3 +266,25 @@ class Encoding(ABC):
     def sympy_summand(self, d: Any) -> Any:
         """``e^{b(d)}`` as a sympy expression in the symbol ``d`` (closed-form families)."""
         raise NotImplementedError(f"{self.name} has no symbolic summand")
+
+    # -- what a mass report adds -------------------------------------------------------
+
+    def series_brackets(
+        self, window: int, length: int, *, dps: int
+    ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
+        """Series brackets of the ``B = 0`` window mass ``M_l(W)`` (THEORY.md §6), by
+        method name, with ``dps`` digits and clipped to ``[0, 1]`` (a mass lies there);
+        ``None`` (the default) for an encoding without them. ``window`` and ``length``
+        are validated (``check_window_length``)."""
+        return None
+
+    def summation_note(self) -> str | None:
+        """How the sums are formed, where that is more than a closed form a reader would
+        assume (a truncation with a bound, an assumed tail); ``None`` by default."""
+        return None
+
+
+class FewerDigitsWarning(RuntimeWarning):
+    """The masses carry fewer correct significant digits than ``dps`` asked for (a
+    float64-backed sum, an error bound above ``10^-dps``); the digits they do carry are
+    ``Encoding.mass_digits``."""

@@ -8,11 +8,15 @@ a diluting one has ``M_l(W)`` falling at the stated rate.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import mpmath
 import numpy as np
 import pytest
 
-from priors.classify import Classification, classify, classify_values
+from priors.classify import Classification, classify_values
 from priors.encodings import (
     ALiBi,
     CausalOTPrior,
@@ -24,6 +28,7 @@ from priors.encodings import (
     T5Buckets,
     UserBias,
 )
+from priors.symbolic import classify
 
 # (encoding, label, rate) -- THEORY.md §5 table
 TABLE = [
@@ -48,7 +53,8 @@ def test_theory_table_labels(enc, label, rate):
     c = enc.classify()
     assert isinstance(c, Classification)
     assert (c.label, c.rate) == (label, rate)
-    assert c.to_json()["label"] == label
+    assert c.to_dict()["label"] == label
+    assert json.loads(c.to_json()) == c.to_dict()
 
 
 @pytest.mark.parametrize(
@@ -140,3 +146,31 @@ def test_classification_rates_hold_quantitatively():
     with mpmath.workdps(30):
         slope = mpmath.log(m1 / m2) / mpmath.log(10**4)
     assert abs(float(slope) - 0.4) < 1e-3
+
+
+def test_classification_is_a_leaf_and_the_cycle_is_gone():
+    # fresh interpreters: the encodings' base imports the value type at top level, the
+    # value type imports no encoding, and neither pulls in sympy
+    probes = {
+        "import priors.encodings.base as b, priors.classify as c, sys\n"
+        "assert b.Classification is c.Classification\n"
+        "print('sympy' in sys.modules)": "False",
+        "import priors.classify, sys\n"
+        "print(sorted(m for m in sys.modules if m.startswith('priors')))":
+        "['priors', 'priors.classify']",
+    }
+    for code, expected in probes.items():
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.strip() == expected
+
+
+def test_symbolic_names_at_their_old_path():
+    import priors.classify
+    import priors.symbolic
+
+    assert priors.classify.classify is priors.symbolic.classify
+    assert priors.classify.symbolic_label is priors.symbolic.symbolic_label
+    with pytest.raises(AttributeError, match="no_such_name"):
+        priors.classify.no_such_name  # noqa: B018

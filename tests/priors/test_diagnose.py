@@ -238,6 +238,10 @@ def test_json_schema(tmp_path, capsys):
     assert isinstance(m["window_mass"], str) and isinstance(m["distant_mass"], str)
     lo, hi = (mpmath.mpf(x) for x in m["window_mass_bracket"])
     assert lo <= mpmath.mpf(m["window_mass"]) <= hi
+    # the command prints Diagnosis.to_json(indent=2), the JSON text of to_dict()
+    diag = diagnose(cfg, window=8, lengths=[64, 10**15], score_bound=0.5)
+    assert diag.to_dict() == out
+    assert diag.to_json(indent=2) == json.dumps(out, indent=2)
 
 
 def test_text_states_precision_and_tol(tmp_path, capsys):

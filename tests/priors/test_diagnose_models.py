@@ -222,6 +222,7 @@ def test_measure_matches_returned_attentions(models, name):
     r = diagnose(d, window=W, lengths=[N])
     meas = measure(d, r.model, [N], W, seed=3, progress=None)
     assert meas.rows_checked > 0 and meas.rows_outside == 0 and meas.rows_underflow == 0
+    assert json.loads(meas.to_json()) == meas.to_dict()  # to_json: the text of to_dict
     # independently: the same ids through the model with output_attentions=True
     ids = torch.randint(0, model.config.vocab_size, (1, N),
                         generator=torch.Generator().manual_seed(3))

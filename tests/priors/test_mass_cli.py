@@ -12,7 +12,7 @@ import pytest
 from priors.encodings import ALiBi, LogDistance, T5Buckets, UserBias
 from priors.mass import main
 
-ISSUE_KEYS = {"encoding", "params", "window", "length", "window_mass", "distant_mass",
+DOCUMENTED_KEYS = {"encoding", "params", "window", "length", "window_mass", "distant_mass",
               "window_mass_bracket", "limit_window_mass", "class", "dps"}
 
 
@@ -27,7 +27,7 @@ def test_json_single_length_matches_library(capsys):
                          "512", "--length", "65536", "--json")
     assert code == 0 and err == ""
     j = json.loads(out)
-    assert ISSUE_KEYS <= set(j)
+    assert DOCUMENTED_KEYS <= set(j)
     ref = LogDistance(1.1).window_mass(512, 65536, dps=30)
     with mpmath.workdps(40):
         assert abs(mpmath.mpf(j["window_mass"]) - ref) < mpmath.mpf(10) ** -29
@@ -129,3 +129,24 @@ def test_subprocess_bad_input_and_no_heavy_imports():
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+def test_library_does_not_load_the_command_line():
+    # the library (priors.mass) apart from the command (priors.mass.__main__, priors.cli,
+    # argparse): importing it loads none of them; main is found there on first use
+    probe = (
+        "import sys\n"
+        "import priors.mass\n"
+        "print([m for m in ('priors.mass.__main__', 'priors.cli', 'argparse',\n"
+        "                   'priors.mass.format') if m in sys.modules])\n"
+        "from priors.mass import main\n"
+        "print(main.__module__)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[:2] == ["[]", "priors.mass.__main__"]
+    with pytest.raises(AttributeError, match="no_such_name"):
+        import priors.mass
+
+        priors.mass.no_such_name  # noqa: B018

@@ -7,7 +7,9 @@ and with random scores in [-B, B].
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
 
 import mpmath
 import numpy as np
@@ -22,10 +24,12 @@ from priors.encodings import (
     KerplePower,
     LogDistance,
     NoPE,
+    Sandwich,
     T5Buckets,
     UserBias,
 )
-from priors.window import MassReport, mass_report, masses
+from priors.encodings.base import FewerDigitsWarning
+from priors.mass import MassReport, mass_report, masses
 
 ENCODINGS = [
     NoPE(),
@@ -94,10 +98,11 @@ def test_near_one_law_theory_section6():
         assert abs(ref - mpmath.mpf("0.24165")) < 5e-6
 
 
-def test_report_json_has_the_issue_keys():
+def test_report_dict_has_the_documented_keys():
     r = mass_report(LogDistance(1.1), 512, 65536, score_bound=0.5, dps=20)
     assert isinstance(r, MassReport)
-    j = r.to_json()
+    j = r.to_dict()
+    assert json.loads(r.to_json()) == j  # to_json is the JSON text of to_dict
     for key in ["encoding", "params", "window", "length", "window_mass", "distant_mass",
                 "window_mass_bracket", "limit_window_mass", "class", "dps"]:
         assert key in j
@@ -183,8 +188,76 @@ def test_json_series_brackets_are_rounded_outward():
     # The certified brackets are printed as decimals rounded down (lower) and up (upper): the
     # printed strings must still enclose the exact value, computed here at 60 digits.
     enc = LogDistance(1.1)
-    js = mass_report(enc, 512, 65536).to_json()
+    js = mass_report(enc, 512, 65536).to_dict()
     with mpmath.workdps(60):
         exact = enc.window_mass(512, 65536, dps=60)
         for name, (lo, hi) in js["series_bracket"].items():
             assert mpmath.mpf(lo) <= exact <= mpmath.mpf(hi), (name, lo, hi, exact)
+
+
+# --- what a report asks of the encoding: declared hooks, not names --------------------
+
+
+class _RenamedLogDistance(LogDistance):
+    """The log-distance prior under another name: the report must still find its series
+    brackets (they come from ``Encoding.series_brackets``, not from the name)."""
+
+    name = "renamed-log-distance"
+
+
+def _log_distance_mass(alpha: float, w: int, n: int) -> mpmath.mpf:
+    # independent of power_sum and the brackets: H_m^(a) = zeta(a) - zeta(a, m + 1) at 60
+    # digits (a > 1, no cancellation at these sizes)
+    with mpmath.workdps(60):
+        a = mpmath.mpf(alpha)
+        return (mpmath.zeta(a) - mpmath.zeta(a, w + 1)) / (mpmath.zeta(a) - mpmath.zeta(a, n + 1))
+
+
+@pytest.mark.parametrize("enc", [LogDistance(1.3), _RenamedLogDistance(1.3)],
+                         ids=["log-distance", "renamed"])
+def test_series_brackets_come_from_the_encoding(enc):
+    r = mass_report(enc, 16, 4096, dps=25)
+    assert r.series_bracket == enc.series_brackets(16, 4096, dps=25)
+    assert set(r.series_bracket) == {"integral", "euler_maclaurin"}
+    exact = _log_distance_mass(1.3, 16, 4096)
+    with mpmath.workdps(60):
+        for name, (lo, hi) in r.series_bracket.items():
+            assert 0 <= lo <= exact <= hi <= 1, name
+
+
+@pytest.mark.parametrize("enc", [NoPE(), ALiBi(0.2), LogDistance(0.0), KerpleLog(1.3, 0.5)],
+                         ids=lambda e: f"{e.name}{e.params}")
+def test_no_series_brackets_without_the_hook(enc):
+    assert enc.series_brackets(4, 64, dps=20) is None
+    assert mass_report(enc, 4, 64, dps=20).series_bracket is None
+
+
+@pytest.mark.parametrize("enc", ENCODINGS, ids=lambda e: e.name)
+def test_summation_note_comes_from_the_encoding(enc):
+    assert mass_report(enc, 4, 64, dps=20).summation == enc.summation_note()
+
+
+def test_summation_note_declared_default_and_overrides():
+    assert NoPE().summation_note() is None and LogDistance(1.1).summation_note() is None
+    assert "Euler-Maclaurin" in KerplePower().summation_note()
+    assert "given values" in UserBias([0.0, -1.0, -2.0]).summation_note()
+
+
+@pytest.mark.parametrize("call", [mass_report, masses], ids=["mass_report", "masses"])
+def test_fewer_digits_warning_has_its_class_and_names_the_caller(call):
+    enc = Sandwich(dim=16)
+    assert enc.max_digits is not None
+    with pytest.warns(FewerDigitsWarning, match="float64-backed") as record:
+        call(enc, 4, 64, dps=enc.max_digits + 5)
+    assert issubclass(FewerDigitsWarning, RuntimeWarning)  # old filters still apply
+    assert [w.filename for w in record] == [__file__]  # the caller's line, not the library's
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call(enc, 4, 64, dps=enc.max_digits)  # as many digits as it carries: no warning
+
+
+def test_old_module_path_is_the_same_library():
+    import priors.window
+
+    assert priors.window.mass_report is mass_report
+    assert priors.window.masses is masses and priors.window.MassReport is MassReport

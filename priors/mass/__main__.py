@@ -31,7 +31,10 @@ decimal ball, then ``decimal`` rounding towards -inf / +inf), plus ``prec``,
 ``certify_method`` and ``certified: true`` (``certified: false`` without ``--certify``).
 Another encoding with ``--certify`` is bad input (exit 2).
 
-Imports neither torch, sympy, matplotlib nor scipy (``--certify`` adds python-flint only).
+This module parses the arguments and builds the encoding; the numbers come from the
+library ``priors.mass`` (``mass_report``) and ``priors.certified``, the printed text and
+JSON records from ``priors.mass.format``. Imports neither torch, sympy, matplotlib nor
+scipy (``--certify`` adds python-flint only).
 """
 
 from __future__ import annotations
@@ -217,53 +220,10 @@ def build_encoding(args: argparse.Namespace) -> Any:
     return ENCODINGS[args.encoding](**kwargs)
 
 
-def _num_text(x: float) -> str:
-    """Shortest round-trip form of a float (``%g`` would print 0.999999999999 as 1)."""
-    return repr(float(x))
-
-
-def _text(report: Any, cert: Any = None) -> str:
-    j = report.to_json()
-    n = j["digits"]
-
-    def ball(x: Any) -> str:  # Arb widens the radius to cover the rounded midpoint
-        return "" if cert is None else f"   ball {x.str(n, radius=True)}"
-
-    c = cert
-    lines = [
-        f"{j['encoding']} {j['params']}  W = {j['window']}  l = {j['length']}  "
-        f"B = {_num_text(j['score_bound'])}  ({j['digits']} significant digits)",
-        f"  window mass   M = {j['window_mass']}{ball(c and c.window_mass)}",
-        f"  distant mass  D = {j['distant_mass']}{ball(c and c.distant_mass)}",
-        f"  M bracket (|s| <= B): [{j['window_mass_bracket'][0]}, {j['window_mass_bracket'][1]}]",
-        f"  D bracket (|s| <= B): [{j['distant_mass_bracket'][0]}, "
-        f"{j['distant_mass_bracket'][1]}]",
-    ]
-    if cert is not None and cert.score_bound > 0:
-        cj = cert.to_json(n)
-        for key, name in (("window_mass_bracket_ball", "M"), ("distant_mass_bracket_ball", "D")):
-            lines.append(f"  {name} bracket certified (|s| <= B, outward): "
-                         f"[{cj[key][0]}, {cj[key][1]}]")
-    if j["series_bracket"]:
-        for key, (lo, hi) in j["series_bracket"].items():
-            lines.append(f"  M {key} bracket (B = 0): [{lo}, {hi}]")
-    if j["limit_window_mass"] is None:
-        lines.append("  limit M_inf(W) = unknown (no tail stated: nothing is known beyond "
-                     "the given values)")
-    else:
-        lines.append(
-            f"  limit M_inf(W) = {j['limit_window_mass']}{ball(c and c.limit_window_mass)}"
-        )
-    if cert is not None:
-        lines.append(f"  certified: Arb balls, >= {cert.prec} bits relative ({cert.method})")
-    lines.append(f"  class: {j['class']} (rate {j['rate']})")
-    if j["summation"]:
-        lines.append(f"  summation: {j['summation']}")
-    return "\n".join(lines)
-
-
 def _main(argv: Sequence[str] | None) -> int:
-    from priors.window import mass_report
+    from priors.encodings.base import FewerDigitsWarning
+    from priors.mass import mass_report
+    from priors.mass.format import format_text, json_record
 
     args = _parser().parse_args(argv)
     enc = build_encoding(args)
@@ -274,7 +234,8 @@ def _main(argv: Sequence[str] | None) -> int:
     with warnings.catch_warnings():
         # the digits a float64-backed or bound-limited sum carries are printed as
         # `digits`: say so in the output, do not warn about it
-        warnings.filterwarnings("ignore", message=".*float64-backed.*")
+        warnings.simplefilter("ignore", FewerDigitsWarning)
+        # kerple-power's error-bound warning, until it is raised as FewerDigitsWarning
         warnings.filterwarnings("ignore", message="kerple-power sum.*")
         reports = [
             mass_report(enc, args.window, n, score_bound=args.score_bound, dps=args.dps)
@@ -291,17 +252,12 @@ def _main(argv: Sequence[str] | None) -> int:
             )
             for r in reports
         ]
+    pairs = list(zip(reports, certs, strict=True))
     if args.json:
-        out = []
-        for r, c in zip(reports, certs, strict=True):
-            j = r.to_json()
-            if c is not None:
-                j.update(c.to_json(r.digits))
-            j["certified"] = c is not None
-            out.append(j)
+        out = [json_record(r, c) for r, c in pairs]
         emit(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
-        emit("\n".join(_text(r, c) for r, c in zip(reports, certs, strict=True)))
+        emit("\n".join(format_text(r, c) for r, c in pairs))
     return 0
 
 
