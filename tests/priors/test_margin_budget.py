@@ -253,5 +253,5 @@ def test_diagnose_report_says_when_lower_end_is_not_proven(tmp_path, above):
     text = diag.to_text()
     assert "proven bracket" not in text
     assert "lower end not proven: NOT proven: the evaluation budget" in text
-    d = diag.to_json()["margin"]
+    d = diag.to_dict()["margin"]
     assert d["delta_lo_proven"] is False and "lower end not proven" in d["meaning"]
