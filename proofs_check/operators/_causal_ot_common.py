@@ -72,6 +72,9 @@ class ConvergenceInfo:
 class CausalOTResult:
     """Output of :func:`causal_ot_attention`: ``CausalOTResult(weights, info, log_potentials)``.
 
+    The vocabulary every operator result shares (``BatchUOTResult`` too): ``weights``,
+    ``info`` (a ``ConvergenceInfo``) and ``log_potentials``.
+
     Attributes
     ----------
     weights : torch.Tensor
@@ -79,9 +82,11 @@ class CausalOTResult:
         to one, entries above the diagonal and at masked (``-inf``) keys are exactly zero.
     info : ConvergenceInfo
         Solver diagnostics.
-    log_potentials : torch.Tensor or None
+    log_potentials : torch.Tensor
         ``logV = -kappa * log C'`` (Lemma 2.2) on the live causal entries, zero elsewhere,
-        in the compute dtype (all zero when ``rho == 0``: ``kappa = 0``). Computed on first
+        in the compute dtype (all zero when ``rho == 0``: ``kappa = 0``): in every row the
+        weights are proportional to ``exp(scores + log_potentials)`` over the live keys,
+        which is what ``BatchUOTResult.log_potentials`` means too. Computed on first
         access when the solver did not produce it (the row Newton solver, softmax), so that
         it costs nothing unread.
     """

@@ -109,7 +109,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ._causal_ot_common import ConvergenceWarning, validate_rho, validate_scores, validate_tol
+from ._causal_ot_common import (
+    ConvergenceInfo,
+    ConvergenceWarning,
+    validate_rho,
+    validate_scores,
+    validate_tol,
+)
 
 __all__ = [
     "STALL_SWEEPS",
@@ -135,15 +141,19 @@ class BatchUOTConvergenceWarning(ConvergenceWarning):
 
 
 @dataclass(frozen=True)
-class BatchUOTInfo:
-    """Convergence information of ``batch_unbalanced_sinkhorn``.
+class BatchUOTInfo(ConvergenceInfo):
+    """Convergence information of ``batch_unbalanced_sinkhorn``: a ``ConvergenceInfo``.
+
+    The fields of ``ConvergenceInfo`` (``method``, ``sweeps`` = ``iterations``, ``residual``,
+    ``converged``, ``tol``) mean what they mean for every solver of the operators; two
+    fields are added.
 
     Attributes
     ----------
     method : always ``"batch_uot"`` (log-domain scaling iteration on row-shifted scores).
-    sweeps : number of ``(f, g)`` updates performed.
-    residual : measured on the returned plan (in the compute dtype, before a cast back to
-        float16/bfloat16; row sums accumulated in float64), max over the batch of
+    sweeps : number of ``(f, g)`` updates performed (also ``iterations``).
+    residual : measured on the returned weights (in the compute dtype, before a cast back
+        to float16/bfloat16; row sums accumulated in float64), max over the batch of
         ``max(|T(g) - g|_inf, max_l |sum_j P[l,j] - 1|)``: the column fixed-point residual of
         the returned ``log_v`` (equal to ``(1 - rho)`` times the column optimality defect
         ``|g + kappa (log colsum - log b)|``) and the row-sum error.
@@ -156,32 +166,48 @@ class BatchUOTInfo:
         evaluation of the update (module docstring).
     """
 
-    method: str
-    sweeps: int
-    residual: float
-    converged: bool
-    tol: float
     rho: float
     error_bound: float
 
 
 @dataclass(frozen=True)
 class BatchUOTResult:
-    """Batch plan and convergence information.
+    """Batch weights, convergence information and potentials.
+
+    The same vocabulary as ``CausalOTResult``: ``weights``, ``info`` and ``log_potentials``
+    mean the same there; ``log_u`` and ``log_v`` are the two potentials of this plan.
 
     Attributes
     ----------
-    plan : ``(..., n, n)`` tensor, same dtype/device as the scores; rows sum to 1, entries
-        above the diagonal exactly 0. Differentiable (implicit gradient, module docstring).
-    info : ``BatchUOTInfo``.
+    weights : ``(..., n, n)`` tensor, same dtype/device as the scores: the plan ``P``; rows
+        sum to 1, entries above the diagonal exactly 0. Differentiable (implicit gradient,
+        module docstring). Also available as ``plan``, its optimal-transport name.
+    info : ``BatchUOTInfo`` (a ``ConvergenceInfo``).
     log_u, log_v : ``(..., n)`` final log-potentials ``f`` and ``g`` (compute dtype), with
         ``P = exp(S + f + g)`` on the causal part; ``f`` carries the row maxima of ``S``.
     """
 
-    plan: torch.Tensor
+    weights: torch.Tensor
     info: BatchUOTInfo
     log_u: torch.Tensor
     log_v: torch.Tensor
+
+    @property
+    def plan(self) -> torch.Tensor:
+        """The same tensor as ``weights`` (the transport plan ``P``)."""
+        return self.weights
+
+    @property
+    def log_potentials(self) -> torch.Tensor:
+        """``log_v[j]`` at each causal entry ``(l, j)``, 0 above the diagonal ``(..., n, n)``.
+
+        As for ``CausalOTResult.log_potentials``: in every row the weights are proportional
+        to ``exp(scores + log_potentials)`` over the live causal keys.
+        """
+        n = self.log_v.shape[-1]
+        causal = torch.ones(n, n, dtype=torch.bool, device=self.log_v.device).tril()
+        full = self.log_v.unsqueeze(-2).expand(*self.log_v.shape[:-1], n, n)
+        return torch.where(causal, full, torch.zeros((), dtype=full.dtype, device=full.device))
 
 
 def default_batch_tol(dtype: torch.dtype) -> float:
@@ -386,7 +412,8 @@ def batch_unbalanced_sinkhorn(
     Returns
     -------
     BatchUOTResult
-        ``plan`` (rows sum to 1, upper triangle exactly 0) and ``info``.
+        ``weights`` (the plan: rows sum to 1, upper triangle exactly 0; also ``plan``),
+        ``info``, ``log_u``, ``log_v`` and ``log_potentials``.
 
     Raises
     ------
@@ -447,4 +474,4 @@ def batch_unbalanced_sinkhorn(
         rho=rho,
         error_bound=(sol.increment + sol.rounding) / (1.0 - rho),
     )
-    return BatchUOTResult(plan=plan.to(out_dtype), info=info, log_u=f, log_v=g)
+    return BatchUOTResult(weights=plan.to(out_dtype), info=info, log_u=f, log_v=g)

@@ -59,7 +59,7 @@ def test_agrees_with_pot_sinkhorn(rho, kind):
     # Both iterate the same fixed point to increments ~1e-13; the distance of log v to the
     # fixed point is at most rho/(1-rho) * 1e-13 <= 2e-12 at rho = 0.95, and plan entries
     # are <= 1, so 1e-10 leaves two orders of margin for POT's relative stopping rule.
-    err = np.abs(ours.plan.numpy() - ref).max()
+    err = np.abs(ours.weights.numpy() - ref).max()
     assert err <= 1e-10, f"max |P - P_POT| = {err:.3e} at rho={rho}, {kind} scores"
 
 
@@ -69,12 +69,12 @@ def test_batch_dims_and_col_target_agree_with_pot():
     gen = torch.Generator().manual_seed(3)
     b = 0.5 + torch.rand(3, n, generator=gen, dtype=F64)  # broadcast over the first batch dim
     res = batch_unbalanced_sinkhorn(scores, rho, col_target=b, tol=1e-13)
-    assert res.plan.shape == (2, 3, n, n)
+    assert res.weights.shape == (2, 3, n, n)
     worst = 0.0
     for i in range(2):
         for h in range(3):
             ref = _pot_plan(scores[i, h], rho, b[h].numpy())
-            worst = max(worst, np.abs(res.plan[i, h].numpy() - ref).max())
+            worst = max(worst, np.abs(res.weights[i, h].numpy() - ref).max())
     assert worst <= 1e-10, f"max |P - P_POT| = {worst:.3e}"  # same justification as above
 
 
@@ -85,7 +85,7 @@ def test_rows_hard_upper_zero_and_column_optimality():
     n, rho = 40, 0.9
     scores = _random_scores((n, n), 4, scale=2.0)
     res = batch_unbalanced_sinkhorn(scores, rho, tol=1e-13)
-    plan = res.plan
+    plan = res.weights
     eps = torch.finfo(F64).eps
     assert torch.equal(plan.triu(1), torch.zeros_like(plan))  # exactly 0 above the diagonal
     assert (plan[torch.ones(n, n, dtype=torch.bool).tril()] > 0).all()
@@ -106,7 +106,7 @@ def test_rho_zero_is_softmax():
     mask = torch.ones(n, n, dtype=torch.bool).triu(1)
     sm = torch.softmax(scores.masked_fill(mask, -math.inf), dim=-1)
     # exp(S - logsumexp S) vs torch.softmax: a few ulps of entries <= 1.
-    assert (res.plan - sm).abs().max() <= 8 * torch.finfo(F64).eps
+    assert (res.weights - sm).abs().max() <= 8 * torch.finfo(F64).eps
     assert res.info.converged and res.info.sweeps == 1
 
 
@@ -114,8 +114,8 @@ def test_row_shift_invariance():
     n, rho = 20, 0.8
     scores = _random_scores((n, n), 6)
     shift = _random_scores((n, 1), 7, scale=5.0)
-    a = batch_unbalanced_sinkhorn(scores, rho, tol=1e-13).plan
-    b = batch_unbalanced_sinkhorn(scores + shift, rho, tol=1e-13).plan
+    a = batch_unbalanced_sinkhorn(scores, rho, tol=1e-13).weights
+    b = batch_unbalanced_sinkhorn(scores + shift, rho, tol=1e-13).weights
     # u absorbs a row constant exactly; the iterates differ only by round-off of the shifted
     # log-sum-exps (|shift| <= ~15, ulp ~2e-15), amplified at most by 1/(1-rho) = 5.
     assert (a - b).abs().max() <= 1e-12
@@ -126,30 +126,30 @@ def test_masked_key_gets_no_mass():
     scores = _random_scores((n, n), 8)
     scores[:, 4] = -math.inf  # key 5 masked for every query (query 5 keeps keys 1..4)
     res = batch_unbalanced_sinkhorn(scores, rho, tol=1e-12)
-    assert torch.equal(res.plan[:, 4], torch.zeros(n, dtype=F64))
-    assert (res.plan.sum(-1) - 1).abs().max() <= 4 * n * torch.finfo(F64).eps
+    assert torch.equal(res.weights[:, 4], torch.zeros(n, dtype=F64))
+    assert (res.weights.sum(-1) - 1).abs().max() <= 4 * n * torch.finfo(F64).eps
     assert torch.isfinite(res.log_v).all()
 
 
 def test_float32_matches_float64():
     n, rho = 32, 0.9
     scores = _random_scores((n, n), 9)
-    p64 = batch_unbalanced_sinkhorn(scores, rho).plan
+    p64 = batch_unbalanced_sinkhorn(scores, rho).weights
     res32 = batch_unbalanced_sinkhorn(scores.float(), rho)
-    assert res32.plan.dtype == torch.float32 and res32.info.converged
+    assert res32.weights.dtype == torch.float32 and res32.info.converged
     # float32 stops at increments 1e-5, i.e. log v within rho/(1-rho)*1e-5 = 9e-5 of its
     # fixed point, plus ~1e-6 round-off of O(log n) potentials; plan entries <= 1 move by at
     # most ~2e-4 relative. 5e-4 absolute leaves a factor 2.5.
-    err = (res32.plan.double() - p64).abs().max()
+    err = (res32.weights.double() - p64).abs().max()
     assert err <= 5e-4, f"float32 vs float64: {err:.2e}"
 
 
 def test_half_precision_computed_in_float32_and_cast_back():
     scores = _random_scores((8, 8), 10)
     res = batch_unbalanced_sinkhorn(scores.to(torch.bfloat16), 0.5)
-    assert res.plan.dtype == torch.bfloat16
-    ref = batch_unbalanced_sinkhorn(scores.to(torch.bfloat16).float(), 0.5).plan
-    assert torch.equal(res.plan, ref.to(torch.bfloat16))
+    assert res.weights.dtype == torch.bfloat16
+    ref = batch_unbalanced_sinkhorn(scores.to(torch.bfloat16).float(), 0.5).weights
+    assert torch.equal(res.weights, ref.to(torch.bfloat16))
 
 
 def test_non_convergence_warns():
@@ -201,7 +201,7 @@ def test_bad_input(args, kwargs, match):
 
 def test_n_equals_one():
     res = batch_unbalanced_sinkhorn(torch.tensor([[3.0]], dtype=F64), 0.9)
-    assert torch.equal(res.plan, torch.ones(1, 1, dtype=F64))
+    assert torch.equal(res.weights, torch.ones(1, 1, dtype=F64))
 
 
 # THEORY §1's numbers (diagonal masses, leak) are reproduced in test_theorems_s1_numbers.py.
@@ -211,7 +211,7 @@ def _diag_mass(rho: float, *, tol: float, max_iter: int | None = None) -> float:
     res = batch_unbalanced_sinkhorn(torch.zeros(32, 32, dtype=F64), rho, tol=tol,
                                     max_iter=max_iter)
     assert res.info.converged
-    return float(torch.diagonal(res.plan).mean())
+    return float(torch.diagonal(res.weights).mean())
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.9, 0.99])
@@ -228,7 +228,7 @@ def test_importable_in_a_fresh_process():
     code = (
         "import torch; from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn"
         " as f; r = f(torch.zeros(32, 32, dtype=torch.float64), 0.5);"
-        " print(repr(float(r.plan.diagonal().mean())))"
+        " print(repr(float(r.weights.diagonal().mean())))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)

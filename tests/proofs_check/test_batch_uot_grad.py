@@ -26,7 +26,7 @@ def _outputs(rho, **kw):
         if rest:
             kw["col_target"] = rest[0]
         res = batch_unbalanced_sinkhorn(scores, rho, tol=TOL, **kw)
-        return res.plan, res.log_u, res.log_v
+        return res.weights, res.log_u, res.log_v
 
     return fn
 
@@ -69,12 +69,12 @@ def test_gradient_is_not_the_final_sweep_gradient():
     scores = torch.randn(n, n, generator=gen, dtype=F64).requires_grad_()
     weight = torch.randn(n, n, generator=gen, dtype=F64).tril()
     res = batch_unbalanced_sinkhorn(scores, rho, tol=TOL)
-    (grad,) = torch.autograd.grad((res.plan * weight).sum(), scores)
+    (grad,) = torch.autograd.grad((res.weights * weight).sum(), scores)
     g = res.log_v.detach()
     causal = torch.ones(n, n, dtype=torch.bool).tril()
     one_sweep = torch.softmax((scores + g).masked_fill(~causal, -math.inf), dim=-1)
     (wrong,) = torch.autograd.grad((one_sweep * weight).sum(), scores)
-    assert torch.allclose(one_sweep, res.plan, atol=1e-10)  # same forward value
+    assert torch.allclose(one_sweep, res.weights, atol=1e-10)  # same forward value
     gap = float((grad - wrong).abs().max())
     assert gap > 1e-2, gap  # measured 0.16-0.60 (seeds 3..7), gradient entries <= 0.44
 
@@ -86,11 +86,11 @@ def test_requires_grad_records_no_sweeps_and_warns_nothing():
     scores = torch.randn(32, 32, generator=gen, dtype=F64).requires_grad_()
     res = batch_unbalanced_sinkhorn(scores, 0.99)  # warnings are errors in the test run
     assert res.info.sweeps > 100
-    node = res.plan.grad_fn
+    node = res.weights.grad_fn
     assert "ImplicitBatchUOT" in type(node).__name__
     plain = batch_unbalanced_sinkhorn(scores.detach(), 0.99)
-    assert torch.equal(res.plan.detach(), plain.plan)  # same forward, with or without grad
-    assert not plain.plan.requires_grad
+    assert torch.equal(res.weights.detach(), plain.weights)  # same forward, with or without grad
+    assert not plain.weights.requires_grad
 
 
 def test_float32_and_half_gradients_match_float64():
@@ -102,7 +102,7 @@ def test_float32_and_half_gradients_match_float64():
     for dtype in (F64, torch.float32, torch.bfloat16):
         s = s64.to(dtype).requires_grad_()
         res = batch_unbalanced_sinkhorn(s, rho)
-        (grads[dtype],) = torch.autograd.grad((res.plan.double() * weight).sum(), s)
+        (grads[dtype],) = torch.autograd.grad((res.weights.double() * weight).sum(), s)
         assert grads[dtype].dtype == dtype
     # float32: forward to tol 1e-5 (log v within 5e-5), backward solve with condition number
     # <= 1/(1 - rho) = 5 in float32: gradient entries of size ~1 agree to ~1e-4; 1e-3 margin.

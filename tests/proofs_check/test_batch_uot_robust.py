@@ -94,16 +94,16 @@ def test_large_scores_agree_with_mpmath(kind, rho):
         res = batch_unbalanced_sinkhorn(scores, rho)
     eps = torch.finfo(scores.dtype).eps
     # Rows are a softmax of the shifted scores: n terms of round-off, whatever the scale.
-    assert _rows_err(res.plan) <= 4 * n * eps
+    assert _rows_err(res.weights) <= 4 * n * eps
     # measured on the returned plan (1e-15: the order of a float64 summation)
-    assert res.info.residual >= _rows_err(res.plan) - 1e-15
+    assert res.info.residual >= _rows_err(res.weights) - 1e-15
     # |delta log P| <= |delta g_j| + |delta f_l| <= 2 |g - g*| <= 2 r / (1 - rho) in exact
     # arithmetic (entries <= 1, so the absolute error is at most that), plus round-off: 64 eps
     # for float64 inputs (shifted exponents of size O(1)); 1e-5 for float32 (log-potentials
     # of size up to ~1e5 are resolved only to ~1e-2, but only in columns whose mass is
     # ~exp(-1e4), i.e. 0; the columns that hold mass have O(1) exponents).
     slack = 1e-5 if scores.dtype == F32 else 64 * eps
-    err = _max_err(res.plan, _mp_plan(scores, rho))
+    err = _max_err(res.weights, _mp_plan(scores, rho))
     bound = 2 * res.info.residual / (1 - rho) + slack
     assert err <= bound, f"{kind}, rho={rho}: max |P - P_mp| = {err:.3e} > {bound:.3e}"
     assert torch.isfinite(res.log_v).all() and torch.isfinite(res.log_u).all()
@@ -134,7 +134,7 @@ def test_constant_shift_gives_the_same_plan(dtype, rho):
         # S - rowmax(S) is then bit-for-bit the same matrix, so is everything computed from
         # it: the plan must be identical, not merely close (before the fix: 0.16-0.23 apart
         # in float32, 2e-10 in float64, for randn + 1e7).
-        assert torch.equal(res.plan, base.plan)
+        assert torch.equal(res.weights, base.weights)
         assert res.info.converged and res.info.sweeps == base.info.sweeps
         # log_u carries the shift: f = f' - rowmax, so f + rowmax is unchanged (to the
         # rounding of a number of size 1e7: ulp 1 in float32, 2e-9 in float64).
@@ -155,7 +155,7 @@ def test_shifted_float64_plan_agrees_with_pot():
         np.ones(n), np.ones(n), cost, reg=1.0, reg_m=(np.inf, lam), reg_type="kl",
         c=np.ones((n, n)), method="sinkhorn", numItermax=200_000, stopThr=1e-14)
     # log v within 1e-13/(1-rho) = 5e-13 of the fixed point; entries <= 1 (see the POT tests).
-    assert np.abs(res.plan.numpy() - ref).max() <= 1e-10
+    assert np.abs(res.weights.numpy() - ref).max() <= 1e-10
 
 
 def test_residual_is_the_column_condition_of_the_returned_plan():
@@ -169,8 +169,8 @@ def test_residual_is_the_column_condition_of_the_returned_plan():
     with pytest.warns(BatchUOTConvergenceWarning):  # a short run: residual well above tol
         res = batch_unbalanced_sinkhorn(scores, rho, col_target=b, max_iter=40)
     g = res.log_v
-    r_col = float((rho * (b.log() - res.plan.sum(-2).log() + g) - g).abs().max())
-    assert res.info.residual == pytest.approx(max(r_col, _rows_err(res.plan)), abs=1e-13)
+    r_col = float((rho * (b.log() - res.weights.sum(-2).log() + g) - g).abs().max())
+    assert res.info.residual == pytest.approx(max(r_col, _rows_err(res.weights)), abs=1e-13)
     assert res.info.error_bound == pytest.approx(r_col / (1 - rho), abs=1e-12)
 
 
@@ -194,7 +194,7 @@ def test_tolerance_at_the_resolution_ends_honestly(dtype):
         assert res.info.sweeps <= 2000, (seed, rho, res.info.sweeps)
         warned = [w for w in caught if issubclass(w.category, BatchUOTConvergenceWarning)]
         assert res.info.converged == (res.info.residual <= eps) == (not warned)
-        assert res.info.residual >= _rows_err(res.plan) - 1e-15  # summation order
+        assert res.info.residual >= _rows_err(res.weights) - 1e-15  # summation order
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
@@ -213,7 +213,7 @@ def test_round_off_stop_is_reported(dtype, monkeypatch):
         res = batch_unbalanced_sinkhorn(scores, rho, tol=eps, max_iter=10**12)
     assert not res.info.converged and res.info.residual > eps
     assert res.info.sweeps < 1000  # ~log(1/eps)/(-log rho) = 150-340, then one miss
-    assert _rows_err(res.plan) <= 4 * n * eps
+    assert _rows_err(res.weights) <= 4 * n * eps
     # The reported error bound contains the distance of log v to the fixed point computed
     # by mpmath (measured ratio 0.7-0.85 for such early stops, rho = 0.5-0.99).
     _, log_v_mp = _mp_solve(scores, rho)
@@ -299,11 +299,11 @@ def test_bad_input_is_a_value_error_naming_the_argument(kwargs, match):
 
 def test_good_unusual_arguments_are_accepted():
     s = torch.zeros(3, 3, dtype=F64)
-    ref = batch_unbalanced_sinkhorn(s, 0.5).plan
+    ref = batch_unbalanced_sinkhorn(s, 0.5).weights
     for kwargs in ({"tol": np.float64(1e-10)}, {"max_iter": np.int64(10**9)},
                    {"col_target": [1, 1, 1]}, {"col_target": np.ones(3)},
                    {"col_target": torch.ones(1, dtype=torch.int64)}):
-        got = batch_unbalanced_sinkhorn(s, np.float64(0.5), **kwargs).plan
+        got = batch_unbalanced_sinkhorn(s, np.float64(0.5), **kwargs).weights
         assert torch.allclose(got, ref, rtol=0, atol=1e-9)  # converged at 1e-10 (see POT test)
 
 
@@ -315,5 +315,5 @@ def test_huge_tolerance_still_runs_one_sweep_and_returns_a_plan(tol):
     s = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     res = batch_unbalanced_sinkhorn(s, 0.9375, tol=tol)
     assert res.info.converged and res.info.sweeps >= 1
-    rows = res.plan.sum(-1)
+    rows = res.weights.sum(-1)
     assert torch.allclose(rows, torch.ones_like(rows), atol=1e-12, rtol=0)

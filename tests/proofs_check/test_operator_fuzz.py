@@ -131,8 +131,8 @@ def test_batch_plan_hostile_arguments(scores, rho, tol, max_iter, col_target):
     event("refused" if res is None else "returned")
     if res is None:
         return
-    assert res.plan.shape == scores.shape
-    _assert_sane(res.plan, res.info.converged, scores.dtype)
+    assert res.weights.shape == scores.shape
+    _assert_sane(res.weights, res.info.converged, scores.dtype)
 
 
 @pytest.mark.parametrize("fn", [causal_ot_attention, batch_unbalanced_sinkhorn])
