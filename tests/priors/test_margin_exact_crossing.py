@@ -17,8 +17,8 @@ from fractions import Fraction
 import mpmath
 import pytest
 
-from priors import margin_search
 from priors.margin import BRACKET_RTOL, select_margin
+from priors.margin import search as margin_search
 
 TOLS = ("0.02", "0.05", "0.1", "0.2", "0.3", "0.5")
 

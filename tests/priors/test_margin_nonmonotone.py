@@ -300,8 +300,8 @@ def test_unproven_lower_end_is_said_plainly(monkeypatch):
     must warn, and must still take the supremum over alpha >= 1 + delta_hi."""
     from dataclasses import replace
 
-    from priors import margin_search
     from priors.margin import format_result, format_table
+    from priors.margin import search as margin_search
 
     real = margin_search.certified_search
 
@@ -348,7 +348,7 @@ def test_stuck_sweep_falls_back_to_point_probes(monkeypatch):
     """Without secant probes the sweep creeps to the float resolution of delta (the old
     failure); the point probes just left of the certified end must still prove a violation
     within the bracket width, so the fallback is exercised on its own."""
-    from priors import margin_search
+    from priors.margin import search as margin_search
 
     monkeypatch.setattr(margin_search, "_secant_probe", lambda *args: None)
     problem = margin_search.GrowthProblem(8, 512, 100000, "0.411", "0.3", 108)
