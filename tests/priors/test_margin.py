@@ -79,7 +79,7 @@ def test_reference_table(w, l0, l1, tol, b, ref):
     # the reference is rounded to 10 decimals: it lies within 5e-11 of delta*, which lies
     # in [lo, hi]; 1e-13 slack for the float rendering of the printed value
     assert lo - 5e-11 - 1e-13 <= ref <= hi + 5e-11 + 1e-13, (lo, hi, ref)
-    assert hi - lo <= 1e-9 * hi  # the bracket width the issue asks for
+    assert hi - lo <= 1e-9 * hi  # the bracket width ten printed digits need
     assert r.delta == hi and r.alpha == 1.0 + hi
     assert r.resolved and r.delta_lo_proven  # delta_lo is a proven violation, and says so
 

@@ -143,5 +143,5 @@ def test_scan_brackets_hold_by_direct_summation():
 
 @pytest.mark.slow
 def test_scan_all_windows_resolves_everything():
-    """The full scan of the issue: W = 1..64 (6144 settings, ~1 min)."""
+    """The full scan: W = 1..64 (6144 settings, ~1 min)."""
     assert _scan(range(1, 65)) == []
