@@ -29,6 +29,7 @@ from priors.margin import (
     SUP_MONOTONE,
     MarginInputError,
     MarginResult,
+    format_result,
     select_margin,
 )
 from priors.margin import search as margin_search
@@ -233,6 +234,7 @@ def test_sup_method_is_a_value_and_the_prose_is_apart():
     assert r.sup_method == SUP_MONOTONE and r.sup_method in SUP_METHODS
     assert r.sup_explanation.startswith("monotone (proved): L0 = W")
     assert r.sup_at_margin and r.sup_location == r.alpha
+    assert f"established by {r.sup_explanation}\n" in format_result(r)  # the text keeps the prose
 
 
 def test_tol_keyword_still_works_with_a_deprecation_warning():
