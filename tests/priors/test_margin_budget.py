@@ -3,8 +3,9 @@
 When ``tol`` sits within a tiny distance ``eps`` of a local maximum of the growth ``G`` the
 first-order box bound needs ``~ 1/sqrt(eps)`` boxes (hours at ``eps = 1e-12``). The search
 must then stop at its budget and say plainly what is proven and what is not. The setting
-is the one of issue 10 (``W = 8``, ``L0 = 512``, ``L1 = 100000``, ``B = 0.3``: ``G`` rises
-from ``G(1) = 0.40986`` to an interior maximum near ``alpha = 1.0446``); the maximum is
+is the non-monotone example of these tests (``W = 8``, ``L0 = 512``, ``L1 = 100000``,
+``B = 0.3``: ``G`` rises from ``G(1) = 0.40986`` to an interior maximum near
+``alpha = 1.0446``); the maximum is
 located here independently, by mpmath root finding on ``G'`` at 50 digits, with ``G``
 from mpmath's Hurwitz zeta (checked against a direct sum below).
 """
@@ -151,7 +152,7 @@ def test_below_maximum_budget_keeps_a_proven_but_wide_bracket():
 
 
 def test_tiny_budget_is_still_honest():
-    """max_evaluations = 1 on the issue's command (tol = 0.411 < max G): the sweep stops at
+    """max_evaluations = 1 on the non-monotone command (tol = 0.411 < max G): the sweep stops at
     once; delta_hi is the certified half-line end, and the closest-approach probe finds the
     maximum, where G exceeds tol by 1.6e-3: a proven violation."""
     with pytest.warns(EvaluationBudgetWarning):
@@ -164,10 +165,10 @@ def test_tiny_budget_is_still_honest():
 
 @pytest.mark.parametrize(("kwargs", "reference"), [
     # THEORY.md §7 reference table (10 digits), as pinned by test_margin.test_reference_table
-    ({"window": 512, "lmax": 65536, "tol": 0.1}, "0.3054437527"),
-    ({"window": 64, "lmax": 4096, "tol": 0.1}, "0.4589094374"),
-    ({"window": 512, "lmax": 65536, "tol": 0.05, "lmin": 4096}, "0.2584215485"),
-    ({"window": 512, "lmax": 65536, "tol": 0.1, "score_bound": 0.5}, "0.4618002856"),
+    ({"window": 512, "lmax": 65536, "growth_tol": 0.1}, "0.3054437527"),
+    ({"window": 64, "lmax": 4096, "growth_tol": 0.1}, "0.4589094374"),
+    ({"window": 512, "lmax": 65536, "growth_tol": 0.05, "lmin": 4096}, "0.2584215485"),
+    ({"window": 512, "lmax": 65536, "growth_tol": 0.1, "score_bound": 0.5}, "0.4618002856"),
 ])
 def test_budget_does_not_change_a_search_that_fits(kwargs, reference):
     """Default budget, no budget to speak of, and a budget of exactly the evaluations the
@@ -186,7 +187,7 @@ def test_budget_does_not_change_a_search_that_fits(kwargs, reference):
 
 
 def test_budget_just_short_is_reported():
-    """One evaluation fewer than the search needs (issue 10's command, 558 of them in all
+    """One evaluation fewer than the search needs (the non-monotone command, 558 of them in all
     with the supremum): it must stop and say so rather than print the resolved bracket."""
     r = select_margin(W, L1, "0.411", lmin=L0, score_bound=B)
     with pytest.warns(EvaluationBudgetWarning):

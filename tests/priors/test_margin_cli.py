@@ -166,10 +166,10 @@ def test_subprocess_imports_stay_light():
 
 def test_missing_flint_one_line(monkeypatch, capsys):
     """Without python-flint: one clear line naming it, exit status 1, nothing on stdout."""
-    import priors
+    import priors.margin
 
-    monkeypatch.setitem(sys.modules, "priors.margin_search", None)  # import now fails
-    monkeypatch.delattr(priors, "margin_search", raising=False)
+    monkeypatch.setitem(sys.modules, "priors.margin.search", None)  # import now fails
+    monkeypatch.delattr(priors.margin, "search", raising=False)
     rc, out, err = run(["--window", "8", "--lmax", "64", "--tol", "0.1"], capsys)
     assert rc == 1 and out == ""
     assert len(err.strip().splitlines()) == 1 and "python-flint" in err

@@ -17,8 +17,8 @@ from fractions import Fraction
 import mpmath
 import pytest
 
-from priors import margin_search
 from priors.margin import BRACKET_RTOL, select_margin
+from priors.margin import search as margin_search
 
 TOLS = ("0.02", "0.05", "0.1", "0.2", "0.3", "0.5")
 
@@ -143,5 +143,5 @@ def test_scan_brackets_hold_by_direct_summation():
 
 @pytest.mark.slow
 def test_scan_all_windows_resolves_everything():
-    """The full scan of the issue: W = 1..64 (6144 settings, ~1 min)."""
+    """The full scan: W = 1..64 (6144 settings, ~1 min)."""
     assert _scan(range(1, 65)) == []

@@ -3,9 +3,9 @@
 With ``B > 0`` and ``L0 > W`` the growth ``G = D^+_{L1} - D^-_{L0}`` can rise from
 ``alpha = 1`` to an interior maximum before it falls (THEORY §7). When ``G(1) < tol < max G``
 the margin ``delta*`` is the crossing to the right of the maximum, and the certified sweep's
-first-order box bound creeps towards it from the right without ever exposing a violation
-(issue 10, section 1). This module checks the selector in that regime, and around it,
-against references that never touch ``priors``:
+first-order box bound alone creeps towards it from the right without ever exposing a
+violation (the secant probe of ``priors.margin.search`` exposes one). This module checks the
+selector in that regime, and around it, against references that never touch ``priors``:
 
 * ``grid_growth``: float64 direct sums of ``k^-alpha`` on a fine ``alpha`` grid (numpy),
   to find ``G(1)``, ``max G`` and the last grid point where ``G > tol``;
@@ -133,7 +133,7 @@ def brute_force_margin(w: int, l0: int, l1: int, b: str, tol: str, delta_end: fl
 def draw_settings(seed: int, count: int) -> list[tuple[int, int, int, str, str, str]]:
     """``count`` settings with ``B > 0``, ``W < L0 < L1 <= 8192``, seeded.
 
-    Two thirds are in the regime of the issue, ``G(1) < tol < max G`` (``tol`` drawn between
+    Two thirds are in the non-monotone regime, ``G(1) < tol < max G`` (``tol`` drawn between
     the two, which needs an interior maximum above ``G(1) + 1e-3``); the rest draw ``tol``
     below ``G(1)`` (an ordinary crossing) or above ``max G`` (``delta* = 0``). Each entry is
     ``(W, L0, L1, B, tol, regime)``.
@@ -194,7 +194,7 @@ def check_against_brute_force(w: int, l0: int, l1: int, b: str, tol: str) -> str
         assert r.delta_bracket == (0.0, 0.0) and not r.delta_lo_proven
         assert "no violation exists" in r.delta_lo_reason
     else:
-        # the bracket the issue asks for, and the proven ends really hold (50 digits
+        # a bracket of relative width <= 1e-9, and the proven ends really hold (50 digits
         # resolve G - tol to ~1e-45, far below |G'| (hi - lo) ~ 1e-13)
         assert r.delta_lo_proven and "proven" in r.delta_lo_reason
         assert 0.0 <= lo < hi and hi - lo <= 1e-9 * hi, (lo, hi)
@@ -252,16 +252,17 @@ def test_against_brute_force_large_scan():
     assert statuses.count("skip") <= 3
 
 
-# ---------------------------------------------------------------- the command of the report
+# ----------------------------------------------------------------- the non-monotone command
 
 REPORTED = ["--window", "8", "--lmin", "512", "--lmax", "100000", "--tol", "0.411",
             "--score-bound", "0.3", "--json"]
 
 
 def test_reported_command_json():
-    """Issue 10 §1: bracket [0, 0.079], a false "proven" lower end, a spurious warning and a
-    supremum taken over alpha >= 1 with an ill-formed interval. Now checked end to end
-    through the real ``-m`` process against 50-digit Hurwitz values."""
+    """The non-monotone command end to end through the real ``-m`` process, against
+    50-digit Hurwitz values: a proven bracket (not ``[0, 0.079]``), no false "proven" lower
+    end, no warning, and the supremum taken over ``alpha >= 1 + delta_hi`` as a well-formed
+    interval."""
     proc = subprocess.run([sys.executable, "-W", "error", "-m", "priors.margin", *REPORTED],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-500:]
@@ -300,8 +301,8 @@ def test_unproven_lower_end_is_said_plainly(monkeypatch):
     must warn, and must still take the supremum over alpha >= 1 + delta_hi."""
     from dataclasses import replace
 
-    from priors import margin_search
     from priors.margin import format_result, format_table
+    from priors.margin import search as margin_search
 
     real = margin_search.certified_search
 
@@ -348,7 +349,7 @@ def test_stuck_sweep_falls_back_to_point_probes(monkeypatch):
     """Without secant probes the sweep creeps to the float resolution of delta (the old
     failure); the point probes just left of the certified end must still prove a violation
     within the bracket width, so the fallback is exercised on its own."""
-    from priors import margin_search
+    from priors.margin import search as margin_search
 
     monkeypatch.setattr(margin_search, "_secant_probe", lambda *args: None)
     problem = margin_search.GrowthProblem(8, 512, 100000, "0.411", "0.3", 108)
