@@ -148,6 +148,7 @@ class Diagnosis:
                 "delta_lo_proven": self.margin.delta_lo_proven,
                 "alpha": self.margin.alpha,
                 "sup_method": self.margin.sup_method,
+                "sup_explanation": self.margin.sup_explanation,
                 "meaning": "a log-distance prior -alpha ln(1+d) with alpha >= 1 + delta keeps "
                 "the growth of the distant mass within tol (THEORY.md §7); "
                 + ("proven bracket" if self.margin.delta_lo_proven else
