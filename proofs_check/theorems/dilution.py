@@ -137,7 +137,7 @@ def check_weight_bound(
         measured=worst,
         reference=1.0,
         relation="<=",
-        tol=1e-12 if dtype == torch.float64 else 1e-5,
+        allowance=1e-12 if dtype == torch.float64 else 1e-5,
         details={"argmax": where, "worst_ratio_l_gt_1_by_rho": beyond_first,
                  "worst_ratio_l_gt_1_rho_gt_0": inner, "argmax_l_gt_1_rho_gt_0": inner_where},
     )
@@ -174,7 +174,7 @@ def check_column_bound(
         measured=worst,
         reference=1.0,
         relation="<=",
-        tol=1e-12 if dtype == torch.float64 else 1e-3,
+        allowance=1e-12 if dtype == torch.float64 else 1e-3,
         details={"argmax": where, "worst_ratio_by_rho": per_rho},
     )
 
@@ -234,7 +234,7 @@ def check_decay_exponent(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=0.02 if n >= 1024 else 0.05,
+        allowance=0.02 if n >= 1024 else 0.05,
         details={"decay_exponent": slopes},
     )
 

@@ -97,7 +97,7 @@ def check_identity_collapse(
         measured=worst,
         reference=1.0,
         relation="<=",
-        tol=1e-12,
+        allowance=1e-12,
         details={"diagonal_mass_constant_scores": diag, "increasing_in_rho": increasing},
     )
 
@@ -140,7 +140,7 @@ def check_diagonal_mass(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=5e-6 if dtype == torch.float64 else 2e-3,
+        allowance=5e-6 if dtype == torch.float64 else 2e-3,
         details={"diagonal_mass": masses,
                  "theory": {str(r): THEORY_DIAGONAL_MASS[r] for r in rhos}},
     )

@@ -77,7 +77,7 @@ def check_prefix_consistency(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=1e-12 if dtype == torch.float64 else 1e-5,
+        allowance=1e-12 if dtype == torch.float64 else 1e-5,
         params={"prefixes": prefixes},
         details={"leak_by_rho": by_rho},
     )
@@ -138,7 +138,7 @@ def check_batch_leak(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=5e-4 if dtype == torch.float64 else 2e-3,
+        allowance=5e-4 if dtype == torch.float64 else 2e-3,
         details={"leak_median_min_max_by_rho": stats,
                  "theory_median_min_max": {str(k): list(v) for k, v in THEORY_LEAK.items()}},
     )

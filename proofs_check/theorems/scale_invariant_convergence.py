@@ -113,7 +113,7 @@ def check_prior_identities(
         measured=measured,
         reference=0.0,
         relation="==",
-        tol=10.0 ** (5 - dps),
+        allowance=10.0 ** (5 - dps),
         dtype=f"mpmath dps {dps}",
         details={"max_fixed_point_deviation": float(worst_fixed),
                  "max_integral_deviation": float(worst_integral),

@@ -190,7 +190,7 @@ def test_bias_extension_changes_are_material():
 )
 def test_torch_checks_across_dtypes_and_devices(run, kwargs, dtype, device):
     r = run(**kwargs, dtype=dtype, device=device)
-    assert r.holds, (r.measured, r.tol, dict(r.details))
+    assert r.holds, (r.measured, r.allowance, dict(r.details))
     assert r.dtype == str(dtype).removeprefix("torch.") and r.device == device
 
 
