@@ -50,7 +50,7 @@ def _score_bound(score_bound: object) -> float:
 
 
 def _real(value: object, name: str) -> float:
-    if isinstance(value, bool):
+    if isinstance(value, (bool, str, bytes)):
         raise ValueError(f"{name} must be a real number, got {value!r}")
     try:
         return float(value)  # type: ignore[arg-type]
