@@ -183,13 +183,14 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
     Panel (b): the leak ``max_{m, l, j <= m} |P_n[l,j] - P_m[l,j]|`` between the plan on the
     whole random-score sequence and the plan on its prefixes of length ``m``, for both
     constructions (the operator's is 0 up to round-off, Proposition 2.3), measured by
-    ``proofs_check.theorems.prefix_consistency.leak`` (the same function the check uses).
+    ``proofs_check.measurements.prefix_leak`` and the diagonal masses by
+    ``proofs_check.measurements.diagonal_mass`` (the functions the checks use).
     """
     import torch
 
+    from proofs_check.measurements import diagonal_mass, prefix_leak
     from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
     from proofs_check.operators.causal_ot import causal_ot_attention
-    from proofs_check.theorems.prefix_consistency import leak
 
     n = 32
     if quick:
@@ -204,14 +205,14 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
     batch_trace, batch_sweeps, op_trace = [], [], []
     for rho in rhos:
         res = batch_unbalanced_sinkhorn(zeros, rho)
-        batch_trace.append(float(torch.diagonal(res.plan).mean()))
+        batch_trace.append(float(diagonal_mass(res.plan)))
         batch_sweeps.append(int(res.info.sweeps))
         op = causal_ot_attention(zeros, rho)
-        op_trace.append(float(torch.diagonal(op.weights).mean()))
+        op_trace.append(float(diagonal_mass(op.weights)))
     gen = torch.Generator().manual_seed(1)
     scores = torch.randn(n, n, generator=gen, dtype=dtype)  # standard normal scores, seed 1
-    batch_leak = [float(leak(scores, rho, "batch", prefixes)) for rho in leak_rhos]
-    op_leak = [float(leak(scores, rho, "causal_ot", prefixes)) for rho in leak_rhos]
+    batch_leak = [float(prefix_leak(scores, rho, "batch", prefixes)) for rho in leak_rhos]
+    op_leak = [float(prefix_leak(scores, rho, "causal_ot", prefixes)) for rho in leak_rhos]
     key = {f"batch_trace_over_n@rho={r}": t for r, t in zip(rhos, batch_trace, strict=True)}
     key.update({f"batch_leak@rho={r}": v for r, v in zip(leak_rhos, batch_leak, strict=True)})
     key["operator_leak_max"] = max(op_leak)
@@ -283,14 +284,14 @@ def compute_scale_invariant(quick: bool = False) -> dict[str, Any]:
     ``priors.scale_invariant.density``. The Kolmogorov distance on the grid,
     ``K_l = max_j |sum_{i<=j} a[l,i] - Q(1-rho, ln(l/j))|``, and the sup over all real ``y``
     (dominated by the diagonal atom; THEORY asks for it beside ``K_l``) are measured by
-    ``proofs_check.theorems.scale_invariant_convergence.grid_distances``, the function the
-    check uses; the log-log slope of ``K_l`` is fitted by least squares.
+    ``proofs_check.measurements.grid_distances``, the function the check uses; the log-log
+    slope of ``K_l`` is fitted by least squares.
     """
     import torch
 
     from priors.scale_invariant import density
+    from proofs_check.measurements import grid_distances
     from proofs_check.operators.causal_ot import stream_causal_ot
-    from proofs_check.theorems.scale_invariant_convergence import grid_distances
 
     rhos = [1 / 3, 0.5, 0.9] if quick else [1 / 3, 0.5, 0.8, 0.9]
     row_length = 256 if quick else 1024
@@ -398,10 +399,13 @@ def compute_dilution(quick: bool = False) -> dict[str, Any]:
     the first ``W`` keys, ``-B`` elsewhere: a fixed early window favoured by every query).
     Measured from ``causal_ot_attention``: ``max_j a[l, j]`` and the mass on the ``W`` favoured
     keys (adversarial) / on the ``W`` most recent keys (random). Drawn bounds (Theorem 1):
-    ``a[l,j] <= e^{2B(1-rho)} l^{-(1-rho)}``; any ``W`` keys get at most ``W`` times that.
+    ``a[l,j] <= e^{2B(1-rho)} l^{-(1-rho)}`` (``priors.dilution_bounds.weight_bound``, the
+    function the check uses); any ``W`` keys get at most ``W`` times that (``window_bound``,
+    drawn clipped at 1).
     """
     import torch
 
+    from priors.dilution_bounds import weight_bound, window_bound
     from proofs_check.operators.causal_ot import causal_ot_attention
 
     n = 128 if quick else 1024
@@ -418,9 +422,10 @@ def compute_dilution(quick: bool = False) -> dict[str, Any]:
                            "bound_window": {}}
     worst_ratio = 0.0
     for rho in rhos:
-        bound = math.exp(2 * bound_b * (1 - rho)) * ls.astype(float) ** -(1 - rho)
+        bound = weight_bound(ls.astype(float), rho, bound_b)
+        window_max = window_bound(window, ls.astype(float), rho, bound_b)
         out["bound_weight"][str(rho)] = bound
-        out["bound_window"][str(rho)] = np.minimum(window * bound, 1.0)
+        out["bound_window"][str(rho)] = np.minimum(window_max, 1.0)
         for case, scores in (("random", random_scores), ("adversarial", adversarial)):
             a = causal_ot_attention(scores, rho).weights.detach().numpy()
             max_w = a.max(axis=1)
@@ -431,7 +436,7 @@ def compute_dilution(quick: bool = False) -> dict[str, Any]:
             out["max_weight"][f"{case}@{rho}"] = max_w
             out["window_mass"][f"{case}@{rho}"] = mass
             worst_ratio = max(worst_ratio, float(np.max(max_w / bound)))
-            worst_ratio = max(worst_ratio, float(np.max(mass / (window * bound))))
+            worst_ratio = max(worst_ratio, float(np.max(mass / window_max)))
         _progress(f"  dilution: rho={rho} done")
     key = {"max_ratio_measured_over_bound": worst_ratio}
     for k, v in out["window_mass"].items():

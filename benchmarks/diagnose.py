@@ -1,4 +1,4 @@
-"""Benchmark: ``priors.diagnose`` on model-sized inputs (issue 13 "Speed").
+"""Benchmark: ``priors.diagnose`` on model-sized inputs.
 
 What is measured (wall clock, in-process, ``time.perf_counter``, median of ``repeats``
 calls after one warm-up):

@@ -1,4 +1,4 @@
-"""Benchmark of ``python -m priors.margin`` against a naive direct-summation search (issue 3).
+"""Benchmark of ``python -m priors.margin`` against a naive direct-summation search.
 
 What is measured (wall clock, whole process from start to exit, ``subprocess.run``):
 

@@ -1,9 +1,8 @@
-"""Benchmark: exact log-distance window masses cost O(1) in the length n (issue 2 "Speed").
+"""Benchmark: exact log-distance window masses cost O(1) in the length n.
 
 What is measured (wall clock of one call, in-process, ``time.perf_counter``):
 
-* ``exact``: ``priors.encodings.LogDistance(alpha).window_mass(W, n)`` at ``dps = 30``
-  (falls back to ``harmonic_number(W)/harmonic_number(n)`` if the encodings are absent);
+* ``exact``: ``priors.encodings.LogDistance(alpha).window_mass(W, n)`` at ``dps = 30``;
 * ``arb``: the certified ball ``harmonic_number_arb(W)/harmonic_number_arb(n)`` at 128 bits;
 * ``brackets``: ``priors.brackets.window_mass_brackets`` (integral and Euler–Maclaurin, Arb);
 * ``numpy``: direct float64 summation of ``k^-alpha`` (chunked, 1e7 terms at a time) where
@@ -44,16 +43,8 @@ def _timed(fn: Callable[[], object], repeats: int) -> tuple[list[float], object]
 
 
 def _exact_fn(alpha: float) -> Callable[[int, int], mpmath.mpf]:
-    try:
-        from priors.encodings import LogDistance
-    except ImportError:  # pragma: no cover - the encodings are written by another issue
-        from priors.harmonic import harmonic_number
+    from priors.encodings import LogDistance
 
-        def fallback(w: int, n: int) -> mpmath.mpf:
-            with mpmath.workdps(30):
-                return harmonic_number(w, alpha, dps=35) / harmonic_number(n, alpha, dps=35)
-
-        return fallback
     enc = LogDistance(alpha=alpha)
     return lambda w, n: enc.window_mass(w, n, dps=30)
 

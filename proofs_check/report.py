@@ -3,8 +3,9 @@
 Every check registered in ``proofs_check.theorems`` (one module per statement of THEORY.md)
 is run at its ``default`` size (``--full``: the thorough sizes; the test suite uses ``ci``),
 and one row per check is printed: theorem, what was measured, the measured value, the
-relation and the bound or closed form it was compared with, the slack, whether it held, and
-the wall time. Progress goes to stderr, the table (or ``--json``) to stdout.
+relation and the bound or closed form it was compared with, the allowance the check grants
+(``CheckResult.allowance``, JSON key ``"allowance"``), the slack, whether it held, and the
+wall time. Progress goes to stderr, the table (or ``--json``) to stdout.
 
 TF32 is forced off while the checks run (every float32 matmul and convolution in full IEEE
 precision) and the previous setting is restored afterwards; each result records the TF32
@@ -49,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=(
             "Run the executable theorem checks of THEORY.md and print a table: theorem, "
-            "what was measured, bound, slack, holds, time. Exit 1 if any check fails."
+            "what was measured, bound, allowance, slack, holds, time. Exit 1 if any check "
+            "fails."
         ),
     )
     p.add_argument(
@@ -200,20 +202,21 @@ def _table(rows: list[list[str]]) -> str:
 
 def format_table(results: Sequence[CheckResult], *, size: str, dtype: str, device: str) -> str:
     """The human-readable report: one row per check, then a summary line."""
-    rows = [["check", "theorem", "measured quantity", "measured", "rel", "bound/ref", "slack",
-             "holds", "time"]]
+    rows = [["check", "theorem", "measured quantity", "measured", "rel", "bound/ref",
+             "allowance", "slack", "holds", "time"]]
     for r in results:
         quantity = r.quantity if len(r.quantity) <= 60 else r.quantity[:57] + "..."
         rows.append([
             r.check, r.theorem, quantity, _num(r.measured), r.relation, _num(r.reference),
-            _num(r.slack), "yes" if r.holds else "NO", f"{r.seconds:.1f}s",
+            _num(r.allowance), _num(r.slack), "yes" if r.holds else "NO", f"{r.seconds:.1f}s",
         ])
     failed = [r for r in results if not r.holds]
     out = [_table(rows), ""]
     for r in failed:
         err = r.details.get("error") if isinstance(r.details, dict) else None
         out.append(f"FAILED {r.check}: " + (err or f"measured {r.measured!r} {r.relation} "
-                                             f"reference {r.reference!r} (tol {r.tol!r})"))
+                                             f"reference {r.reference!r} (allowance "
+                                             f"{r.allowance!r})"))
     total = sum(r.seconds for r in results)
     out.append(
         f"{len(results) - len(failed)}/{len(results)} checks hold; size {size}, dtype {dtype}, "
@@ -292,7 +295,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "tf32_restored_to": tf32_before,
             "all_hold": ok,
             "seconds": time.perf_counter() - start,
-            "results": [r.to_json() for r in results],
+            "results": [r.to_dict() for r in results],
         }
         emit(json.dumps(doc, indent=2))
     else:

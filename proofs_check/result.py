@@ -14,7 +14,7 @@ unchanged check fed a wrong system (``proofs_check.theorems.system``), which mus
 >>> r.holds, r.slack
 (True, 0.5)
 >>> make_result(check="demo", theorem="§2", quantity="q", measured=1.0, reference=1.0 + 1e-9,
-...             relation="==", tol=1e-6).holds
+...             relation="==", allowance=1e-6).holds
 True
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -33,7 +34,7 @@ __all__ = ["RELATIONS", "CheckResult", "CheckSpec", "Measurement", "dtype_name",
            "stopwatch", "theorem_check"]
 
 #: ``<=``: measured <= reference (an upper bound); ``>=``: a lower bound;
-#: ``==``: |measured - reference| <= tol (a closed form or an independent solver).
+#: ``==``: |measured - reference| <= allowance (a closed form or an independent solver).
 RELATIONS = ("<=", ">=", "==")
 
 
@@ -49,11 +50,13 @@ class CheckResult:
     measured : the measured value (the worst case over everything the check ran).
     reference : the bound or closed form it is compared with.
     relation : one of ``RELATIONS``.
-    tol : the tolerance of an ``==`` comparison (also an allowance on ``<=``/``>=`` for
-        round-off, stated by the check; 0 by default).
+    allowance : how far the measurement may miss the reference and the statement still
+        count as holding: the tolerance of an ``==`` comparison, or room on ``<=``/``>=``
+        for round-off; stated and justified by the check (0 by default). JSON key
+        ``"allowance"``.
     slack : how far inside the statement the measurement lies (positive: holds).
-        ``<=``: ``reference + tol - measured``; ``>=``: ``measured + tol - reference``;
-        ``==``: ``tol - |measured - reference|``.
+        ``<=``: ``reference + allowance - measured``; ``>=``: ``measured + allowance -
+        reference``; ``==``: ``allowance - |measured - reference|``.
     holds : ``slack >= 0`` (and everything finite).
     params : the parameters the check ran with.
     dtype, device, tf32 : where it ran; ``tf32`` is the TF32 state read from torch while the
@@ -68,7 +71,7 @@ class CheckResult:
     measured: float
     reference: float
     relation: str
-    tol: float
+    allowance: float
     slack: float
     holds: bool
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -78,8 +81,8 @@ class CheckResult:
     seconds: float = 0.0
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (floats as floats; non-finite values as strings)."""
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (floats as floats; non-finite values as strings)."""
 
         def clean(value: Any) -> Any:
             if isinstance(value, float) and not math.isfinite(value):
@@ -102,7 +105,7 @@ class CheckResult:
             "measured": clean(float(self.measured)),
             "reference": clean(float(self.reference)),
             "relation": self.relation,
-            "tol": clean(float(self.tol)),
+            "allowance": clean(float(self.allowance)),
             "slack": clean(float(self.slack)),
             "holds": bool(self.holds),
             "params": clean(dict(self.params)),
@@ -113,6 +116,10 @@ class CheckResult:
             "details": clean(dict(self.details)),
         }
 
+    def to_json(self, **json_kwargs: Any) -> str:
+        """``json.dumps(self.to_dict(), **json_kwargs)``."""
+        return json.dumps(self.to_dict(), **json_kwargs)
+
 
 def make_result(
     *,
@@ -122,7 +129,7 @@ def make_result(
     measured: float,
     reference: float,
     relation: str,
-    tol: float = 0.0,
+    allowance: float = 0.0,
     params: Mapping[str, Any] | None = None,
     dtype: str = "float64",
     device: str = "cpu",
@@ -138,15 +145,15 @@ def make_result(
         raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
     measured = float(measured)
     reference = float(reference)
-    tol = float(tol)
-    if not tol >= 0:
-        raise ValueError(f"tol must be >= 0, got {tol!r}")
+    allowance = float(allowance)
+    if not allowance >= 0:
+        raise ValueError(f"allowance must be >= 0, got {allowance!r}")
     if relation == "<=":
-        slack = reference + tol - measured
+        slack = reference + allowance - measured
     elif relation == ">=":
-        slack = measured + tol - reference
+        slack = measured + allowance - reference
     else:
-        slack = tol - abs(measured - reference)
+        slack = allowance - abs(measured - reference)
     holds = math.isfinite(slack) and slack >= 0
     return CheckResult(
         check=check,
@@ -155,7 +162,7 @@ def make_result(
         measured=measured,
         reference=reference,
         relation=relation,
-        tol=tol,
+        allowance=allowance,
         slack=slack,
         holds=bool(holds),
         params=dict(params or {}),
@@ -189,7 +196,7 @@ def _tf32_now() -> bool:
 class Measurement:
     """What a check's body returns; ``theorem_check`` turns it into a ``CheckResult``.
 
-    ``quantity``, ``measured``, ``reference``, ``relation``, ``tol``, ``details`` as in
+    ``quantity``, ``measured``, ``reference``, ``relation``, ``allowance``, ``details`` as in
     ``CheckResult``; ``params`` adds to the recorded call arguments (values the check
     derived, such as the prefixes it used); ``dtype`` overrides the recorded dtype for
     checks that do not run in a torch dtype (``"mpmath dps 30"``).
@@ -199,7 +206,7 @@ class Measurement:
     measured: float
     reference: float
     relation: str
-    tol: float = 0.0
+    allowance: float = 0.0
     details: Mapping[str, Any] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
     dtype: str | None = None
@@ -259,7 +266,7 @@ def theorem_check(check: str, theorem: str) -> Callable[[Callable[..., Measureme
             dtype = m.dtype or dtype_name(arguments.get("dtype", "float64"))
             return make_result(
                 check=check, theorem=theorem, quantity=m.quantity, measured=m.measured,
-                reference=m.reference, relation=m.relation, tol=m.tol, params=params,
+                reference=m.reference, relation=m.relation, allowance=m.allowance, params=params,
                 dtype=dtype, device=str(arguments.get("device", "cpu")), seconds=seconds,
                 details=m.details, tf32=tf32,
             )

@@ -1,4 +1,4 @@
-"""Positional biases as torch tensors (THEORY.md §5; issue 4 item 3).
+"""Positional biases as torch tensors (THEORY.md §5, docs/theory.md §5).
 
 One source of truth: every tensor here is built from ``priors.encodings`` values
 (``enc.bias(d)``, float64) or, for the trainable ``LogDistanceBias``, from the same
@@ -174,12 +174,21 @@ class LogDistanceBias(nn.Module):
 
     def score_mod(self) -> Callable[..., torch.Tensor]:
         """A FlexAttention ``score_mod``: ``score - alpha_h ln(1 + q - k)`` for ``k <= q``,
-        ``-inf`` otherwise (forward-only on CPU; see the module docstring)."""
-        alpha = self.alpha
+        ``-inf`` otherwise (forward-only on CPU; see the module docstring).
 
-        def mod(score: torch.Tensor, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> torch.Tensor:
+        The returned function is ``log_distance_score_mod(score, batch, head, q_idx,
+        kv_idx)`` (FlexAttention passes the five arguments by position); it holds the
+        exponents ``alpha`` computed when it was made, so after ``theta`` changes call
+        ``score_mod()`` again.
+        """
+        alpha = self.alpha  # (H,)
+
+        def log_distance_score_mod(score: torch.Tensor, batch: Any, head: Any, q_idx: Any,
+                                   kv_idx: Any) -> torch.Tensor:
+            """``score - alpha[head] ln(1 + q_idx - kv_idx)``, ``-inf`` for ``kv_idx > q_idx``."""
+            del batch  # the bias is the same for every batch element
             dist = (q_idx - kv_idx).clamp(min=0).to(score.dtype)
-            biased = score - alpha[h].to(score.dtype) * torch.log1p(dist)
+            biased = score - alpha[head].to(score.dtype) * torch.log1p(dist)
             return torch.where(q_idx >= kv_idx, biased, torch.full_like(score, float("-inf")))
 
-        return mod
+        return log_distance_score_mod

@@ -110,7 +110,7 @@ def check_rows_unchanged(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=0.0,
+        allowance=0.0,
         params={"heads": names},
     )
 
@@ -173,7 +173,7 @@ def check_direction(
         measured=worst,
         reference=0.0,
         relation="<=",
-        tol=tol,
+        allowance=tol,
         params={"heads": names},
         details={"worst_case": where, "strictly_moved": moved, "row_head_cases": total},
     )

@@ -139,7 +139,7 @@ def check_content_bounds(
         measured=worst,
         reference=0.0,
         relation="<=",
-        tol=8 * n * eps,
+        allowance=8 * n * eps,
         params={"encodings": [f"{e.name} {e.params}" for e in _bound_encodings()]},
         details={"worst_case": where},
     )

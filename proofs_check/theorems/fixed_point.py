@@ -109,7 +109,7 @@ def check_fixed_point(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=1e-9 if dtype == torch.float64 else 1e-2,
+        allowance=1e-9 if dtype == torch.float64 else 1e-2,
         details={"defect_by_case": per_case},
     )
 
@@ -158,7 +158,7 @@ def check_exact_vs_mp(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=1e-12 if dtype == torch.float64 else 1e-4,
+        allowance=1e-12 if dtype == torch.float64 else 1e-4,
     )
 
 

@@ -123,7 +123,7 @@ def _margin_control(
         measured=measured,
         reference=0.0,
         relation="<=",
-        tol=tol,
+        allowance=tol,
         params={"lmin": l0, "samples": samples if b > 0 else 0, "eps_below": eps_below},
         details=details,
     )

@@ -132,7 +132,7 @@ def check_brackets(
         measured=measured,
         reference=0.0,
         relation="<=",
-        tol=10.0 ** -(dps + 5),
+        allowance=10.0 ** -(dps + 5),
         dtype=f"mpmath dps {dps}",
         details={"cases": cases, "worst_case": where,
                  "worst_violation_m_gt_1": float(worst_nontrivial),
@@ -192,7 +192,7 @@ def check_near_one_limit(
         measured=measured,
         reference=1.0,
         relation="<=",
-        tol=10.0 ** (8 - dps),
+        allowance=10.0 ** (8 - dps),
         dtype=f"mpmath dps {dps}",
         details={"worst_case": where, "theory_example": theory_example},
     )

@@ -28,6 +28,7 @@ import math
 import numpy as np
 import torch
 
+from proofs_check.measurements import diagonal_mass
 from proofs_check.result import CheckSpec, Measurement, theorem_check
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
@@ -82,7 +83,7 @@ def check_identity_collapse(
         res = system.batch_plan(scores, rho, tol=tol_iter,
                                 max_iter=max(10_000, int(60 / (1 - rho))))
         plan = res.plan.double().cpu()
-        deficit = 1 - torch.diagonal(plan, dim1=-2, dim2=-1).sum(-1) / n
+        deficit = 1 - diagonal_mass(plan)  # 1 - trace(P)/n, (cases,)
         col = plan.sum(-2)  # (cases, n)
         bound = (jj * (1 - col)).sum(-1) / n
         ratio = torch.where(bound > 0, deficit / bound,
@@ -96,7 +97,7 @@ def check_identity_collapse(
         measured=worst,
         reference=1.0,
         relation="<=",
-        tol=1e-12,
+        allowance=1e-12,
         details={"diagonal_mass_constant_scores": diag, "increasing_in_rho": increasing},
     )
 
@@ -132,14 +133,14 @@ def check_diagonal_mass(
     worst = 0.0
     for rho in rhos:
         plan = system.batch_plan(scores, rho, tol=plan_tol).plan.double().cpu()
-        masses[str(rho)] = float(torch.diagonal(plan).sum() / n)
+        masses[str(rho)] = float(diagonal_mass(plan))
         worst = max(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
     return Measurement(
         quantity="max |trace(P)/n - THEORY §1|, batch plan, n = 32, constant scores",
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=5e-6 if dtype == torch.float64 else 2e-3,
+        allowance=5e-6 if dtype == torch.float64 else 2e-3,
         details={"diagonal_mass": masses,
                  "theory": {str(r): THEORY_DIAGONAL_MASS[r] for r in rhos}},
     )

@@ -17,15 +17,18 @@ control (docs/theory.md §1, §2):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
+from proofs_check.measurements import prefix_leak
 from proofs_check.result import CheckSpec, Measurement, theorem_check
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "check_batch_leak", "check_prefix_consistency", "leak"]
+
+#: ``proofs_check.measurements.prefix_leak`` under its former name here (the figures measure
+#: the leak too, so it lives with the shared measurements).
+leak = prefix_leak
 
 THEOREM = "Proposition 2.3 (§2)"
 
@@ -34,35 +37,6 @@ THEOREM = "Proposition 2.3 (§2)"
 #: ``rho: (median, lowest, highest)`` over the seeds, printed to 3 decimals.
 THEORY_LEAK = {0.3: (0.040, 0.034, 0.052), 0.6: (0.124, 0.093, 0.148),
                0.9: (0.398, 0.313, 0.440)}
-
-
-def _named_map(operator: str) -> Callable[[torch.Tensor, float], torch.Tensor]:
-    from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
-    from proofs_check.operators.causal_ot import causal_ot_attention
-
-    if operator == "causal_ot":
-        return lambda s, rho: causal_ot_attention(s, rho, method="newton").weights
-    if operator == "batch":
-        return lambda s, rho: batch_unbalanced_sinkhorn(s, rho).plan
-    raise ValueError(f"operator must be 'causal_ot', 'batch' or a callable, got {operator!r}")
-
-
-def leak(scores: torch.Tensor, rho: float,
-         operator: str | Callable[[torch.Tensor, float], torch.Tensor],
-         prefixes: list[int]) -> torch.Tensor:
-    """Per-batch-element ``max_{m in prefixes} max_{l,j <= m} |P_n - P_m|`` (float64).
-
-    ``operator(scores, rho) -> (..., n, n)`` is the map under test (``P_n``), applied again
-    to each prefix ``scores[..., :m, :m]`` (``P_m``); ``"causal_ot"`` and ``"batch"`` name
-    the prefix-consistent operator (exact solver) and the batch plan of §1.
-    """
-    attention = _named_map(operator) if isinstance(operator, str) else operator
-    full = attention(scores, rho).double()
-    worst = torch.zeros(scores.shape[:-2], dtype=torch.float64, device=scores.device)
-    for m in prefixes:
-        part = attention(scores[..., :m, :m], rho).double()
-        worst = torch.maximum(worst, (full[..., :m, :m] - part).abs().amax((-2, -1)))
-    return worst
 
 
 @theorem_check("prop23_prefix_consistency", THEOREM)
@@ -93,8 +67,9 @@ def check_prefix_consistency(
     worst = 0.0
     by_rho: dict[str, float] = {}
     for rho in rhos:
-        value = float(leak(s, rho, lambda x, r: system.operator(x, r, method="newton").weights,
-                           prefixes).max())
+        value = float(prefix_leak(
+            s, rho, lambda x, r: system.operator(x, r, method="newton").weights,
+            prefixes).max())
         by_rho[str(rho)] = value
         worst = max(worst, value)
     return Measurement(
@@ -102,7 +77,7 @@ def check_prefix_consistency(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=1e-12 if dtype == torch.float64 else 1e-5,
+        allowance=1e-12 if dtype == torch.float64 else 1e-5,
         params={"prefixes": prefixes},
         details={"leak_by_rho": by_rho},
     )
@@ -150,8 +125,8 @@ def check_batch_leak(
     worst = 0.0
     stats: dict[str, list[float]] = {}
     for rho in rhos:
-        values = leak(s, rho, lambda x, r: system.batch_plan(x, r, tol=plan_tol).plan,
-                      [prefix]).cpu()
+        values = prefix_leak(s, rho, lambda x, r: system.batch_plan(x, r, tol=plan_tol).plan,
+                             [prefix]).cpu()
         got = (float(values.median()) if seeds % 2 else float(values.quantile(0.5)),
                float(values.min()), float(values.max()))
         stats[str(rho)] = list(got)
@@ -163,7 +138,7 @@ def check_batch_leak(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=5e-4 if dtype == torch.float64 else 2e-3,
+        allowance=5e-4 if dtype == torch.float64 else 2e-3,
         details={"leak_median_min_max_by_rho": stats,
                  "theory_median_min_max": {str(k): list(v) for k, v in THEORY_LEAK.items()}},
     )

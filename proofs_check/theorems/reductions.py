@@ -63,7 +63,7 @@ def check_softmax(
         measured=max(at_zero, at_small),
         reference=0.0,
         relation="==",
-        tol=1e-10 if dtype == torch.float64 else 1e-5,
+        allowance=1e-10 if dtype == torch.float64 else 1e-5,
         details={"rho_0": at_zero, "rho_small": at_small},
     )
 
@@ -106,7 +106,7 @@ def check_row_shift(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=1e-12 if dtype == torch.float64 else 1e-5,
+        allowance=1e-12 if dtype == torch.float64 else 1e-5,
     )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from proofs_check.measurements import grid_distances
 from proofs_check.result import CheckSpec, Measurement, theorem_check
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
@@ -112,7 +113,7 @@ def check_prior_identities(
         measured=measured,
         reference=0.0,
         relation="==",
-        tol=10.0 ** (5 - dps),
+        allowance=10.0 ** (5 - dps),
         dtype=f"mpmath dps {dps}",
         details={"max_fixed_point_deviation": float(worst_fixed),
                  "max_integral_deviation": float(worst_integral),
@@ -121,34 +122,6 @@ def check_prior_identities(
 
 
 # --------------------------------------------------------------------------- grid distance
-
-
-def _continuum_cdf(rho: float, l: int, j: torch.Tensor) -> torch.Tensor:  # noqa: E741
-    """``Q(1-rho, ln(l/j))`` in float64 (scipy's regularised upper incomplete gamma)."""
-    from scipy.special import gammaincc
-
-    x = torch.log(torch.tensor(float(l), dtype=torch.float64) / j.to(torch.float64))
-    return torch.from_numpy(gammaincc(1.0 - rho, x.numpy()))
-
-
-def grid_distances(row: torch.Tensor, rho: float) -> dict[str, float]:
-    """``K_l``, the sup over real ``y``, and window-mass ratios for one row ``a[l, 1..l]``.
-
-    The row is promoted to float64 before the cumulative sum (the operator may run in
-    float32; the analysis should not add its own rounding). With ``c_j = sum_{i<=j} a[l,i]``
-    (``c_0 = 0``) and ``G(y) = Q(1-rho, ln(1/y))`` (``G(0) = 0``, ``G(1) = 1``), the step
-    CDF equals ``c_j`` on ``[j/l, (j+1)/l)``, so the sup over real ``y`` is
-    ``max_j max(|c_j - G(j/l)|, |c_j - G((j+1)/l)|)``.
-    """
-    a = row.detach().to("cpu", torch.float64)
-    l = a.numel()  # noqa: E741
-    c = torch.cumsum(a, 0)  # c[j-1] = c_j, j = 1..l
-    j = torch.arange(1, l + 1, dtype=torch.float64)
-    g = _continuum_cdf(rho, l, j)  # G(j/l), j = 1..l
-    k_l = float((c - g).abs().max())
-    c0 = torch.cat([torch.zeros(1, dtype=torch.float64), c[:-1]])  # c_0 .. c_{l-1}
-    sup_y = max(k_l, float((c0 - g).abs().max()))  # c_j against G((j+1)/l)
-    return {"K": k_l, "sup_y": sup_y, "diagonal_atom": float(a[-1])}
 
 
 @theorem_check("thm2_grid_distance", THEOREM)

@@ -79,7 +79,7 @@ def check_sweeps_converge(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=1e-9 if dtype == torch.float64 else 2e-3,
+        allowance=1e-9 if dtype == torch.float64 else 2e-3,
         details={"sweeps": sweeps},
     )
 
@@ -145,7 +145,7 @@ def check_contraction(
         measured=worst,
         reference=0.0,
         relation="==",
-        tol=0.01 if dtype == torch.float64 else 0.02,
+        allowance=0.01 if dtype == torch.float64 else 0.02,
         details={"factor_constant_scores": factors},
     )
 

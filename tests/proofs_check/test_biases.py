@@ -148,6 +148,24 @@ def _flex_inputs(dtype):
     return [torch.randn(1, 2, 16, 8, dtype=dtype, generator=g) for _ in range(3)]
 
 
+def test_score_mod_is_named_for_what_it_computes():
+    """The closure says what it computes (in tracebacks and compiled-graph names too), and
+    its value at one point is the log-distance bias added to the score."""
+    mod = LogDistanceBias(2, 0.1, init_alpha=1.5)
+    fn = mod.score_mod()
+    assert fn.__name__ == "log_distance_score_mod"
+    assert fn.__qualname__ == "LogDistanceBias.score_mod.<locals>.log_distance_score_mod"
+    score = torch.tensor(0.25, dtype=torch.float64)
+    head, q_idx, kv_idx = torch.tensor(1), torch.tensor(5), torch.tensor(2)
+    with torch.no_grad():
+        got = float(fn(score, torch.tensor(0), head, q_idx, kv_idx))
+        future = float(fn(score, torch.tensor(0), head, kv_idx, q_idx))
+    # alpha = init_alpha = 1.5 exactly up to the softplus round trip (~1e-16 relative);
+    # distance 3: 0.25 - 1.5 ln 4 by math.log
+    assert got == pytest.approx(0.25 - 1.5 * math.log(4.0), rel=1e-14)
+    assert future == -math.inf
+
+
 def test_score_mod_eager_flex_attention_matches_dense():
     """Eager (unfused) FlexAttention runs float64 on CPU: compare with the dense path."""
     from torch.nn.attention.flex_attention import flex_attention

@@ -67,5 +67,5 @@ def test_reference_operator_passes_the_operator_checks_in_float32():
     for spec in OPERATOR_CHECKS:
         result = spec.run(**spec.ci, dtype=torch.float32)
         if not result.holds:
-            failing.append((spec.name, result.measured, result.tol))
+            failing.append((spec.name, result.measured, result.allowance))
     assert not failing, failing

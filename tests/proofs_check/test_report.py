@@ -64,6 +64,31 @@ def test_table_output_and_exit_zero(registry, capsys):
     assert err.count("fake_") == 4 and err.count(": running") == 2 and "holds" in err
 
 
+def test_text_and_json_report_the_same_allowance(monkeypatch, capsys):
+    # A check granting an allowance: measured 1.25 <= reference 1.0 + allowance 0.5, so the
+    # slack is 1.0 + 0.5 - 1.25 = 0.25 (computed here by hand). The table shows the
+    # allowance and the slack to 4 significant digits, the JSON the same values in full.
+    def run(**kwargs):
+        return make_result(check="fake_allowance", theorem="Fake (§9)", quantity="q",
+                           measured=1.25, reference=1.0, relation="<=", allowance=0.5)
+
+    spec = CheckSpec(name="fake_allowance", theorem="Fake (§9)", section="§9", run=run)
+    monkeypatch.setattr(report, "all_checks", lambda: [spec])
+    assert report.main([]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    row = next(line for line in out.splitlines() if line.startswith("fake_allowance")).split()
+    assert "allowance" in header, header
+    # the row's columns after the check and theorem follow the header's ("Fake (§9)" and
+    # "measured quantity" are two words each, so align from the right)
+    cells = dict(zip(reversed(header), reversed(row), strict=False))
+    assert (cells["allowance"], cells["slack"]) == ("0.5", "0.25"), out
+    assert report.main(["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["results"][0]
+    assert (result["allowance"], result["slack"]) == (0.5, 0.25)
+    assert "tol" not in result
+
+
 def test_default_sizes_are_used(registry, capsys):
     assert report.main(["--only", "fake_pass", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -32,7 +32,8 @@ def test_check_holds_at_ci_size(spec):
     assert math.isfinite(result.measured) and math.isfinite(result.reference), result
     assert result.holds, (
         f"{spec.name}: measured {result.measured!r} {result.relation} reference "
-        f"{result.reference!r} (tol {result.tol!r}) failed; details {dict(result.details)}"
+        f"{result.reference!r} (allowance {result.allowance!r}) failed; "
+        f"details {dict(result.details)}"
     )
     assert result.slack >= 0
 
