@@ -23,14 +23,16 @@ and the harmonic tail may be any number or array type with ``*`` and ``**`` (``f
 4.0
 >>> column_bound(1.0, 0.0, 0.0)                              # rho = 0, B = 0: H_l - H_{j-1}
 1.0
+>>> harmonic_tails(3)[2].tolist()                            # H_3 - H_{j-1}, j = 1, 2, 3
+[1.8333333333333333, 0.8333333333333334, 0.3333333333333333]
 """
 
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["column_bound", "weight_bound", "window_bound"]
+__all__ = ["column_bound", "harmonic_tails", "weight_bound", "window_bound"]
 
 Num = TypeVar("Num")
 
@@ -92,3 +94,32 @@ def column_bound(harmonic_tail: Num, rho: float, score_bound: float) -> Num:
     b = _score_bound(score_bound)
     kappa = r / (1 - r)
     return (1 + kappa) * math.exp(2 * b) * harmonic_tail
+
+
+def harmonic_tails(n: int) -> Any:
+    """``T[l-1, j-1] = H_l - H_{j-1}`` for ``1 <= j <= l <= n`` (0 above), float64 numpy.
+
+    Without cancellation: ``H_m`` is summed at 40 digits (its definition) and split
+    into two floats ``hi + lo``; ``hi_l - hi_{j-1}`` is exact whenever ``H_{j-1} >= H_l / 2``
+    (Sterbenz), which holds next to the diagonal where the difference is small, and
+    otherwise the difference is at least ``H_l / 2`` and rounds with relative error
+    ``<= eps``; adding ``lo_l - lo_{j-1}`` leaves a relative error of a few ulps. The naive
+    difference of rounded harmonic numbers loses ``log10(l H_l)`` digits (``~2e-12`` at
+    ``l = 2048``), enough to fail a check of a bound that is attained.
+    """
+    import mpmath
+    import numpy as np
+
+    m = int(n)
+    if isinstance(n, bool) or m != n or m < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    hi = np.zeros(m + 1)
+    lo = np.zeros(m + 1)
+    with mpmath.workdps(40):  # H_m by its defining sum: <= n roundings of 1e-40 each
+        h = mpmath.mpf(0)
+        for k in range(1, m + 1):
+            h += mpmath.mpf(1) / k
+            hi[k] = float(h)
+            lo[k] = float(h - mpmath.mpf(hi[k]))
+    tails = (hi[1:, None] - hi[None, :-1]) + (lo[1:, None] - lo[None, :-1])
+    return np.tril(tails)

@@ -169,8 +169,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         section="§2.1",
         run=check_fixed_point,
         ci={"n": 32, "samples": 2, "long_n": 416},
-        default={"n": 128, "samples": 4, "long_n": 512},
-        full={"n": 512, "samples": 4, "long_n": 1024},
+        default={"n": 128, "samples": 4, "long_n": 2048},
+        full={"n": 512, "samples": 4, "long_n": 4096},
         negative={"system": System(operator=mutants.late_rows_mixed(1e-4))},
     ),
     CheckSpec(

@@ -117,6 +117,7 @@ def _margin_control(
         "growth_just_below": below,
         "alpha_just_below": alpha - eps_below,
         "sup_method": sel.sup_method,
+        "sup_explanation": sel.sup_explanation,
     }
     return Measurement(
         quantity="max(G(a*) - tau, tau + 2tol - G(a*-eps)) on torch attention",

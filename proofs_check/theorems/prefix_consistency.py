@@ -151,8 +151,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         section="§2.3",
         run=check_prefix_consistency,
         ci={"n": 24, "samples": 1},
-        default={"n": 64, "samples": 2},
-        full={"n": 256, "samples": 4},
+        default={"n": 2048, "samples": 2},
+        full={"n": 4096, "samples": 4},
         negative={"system": System(operator=mutants.batch_plan_as_operator)},
     ),
     CheckSpec(

@@ -117,8 +117,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         section="§2.4",
         run=check_softmax,
         ci={"n": 32, "samples": 1},
-        default={"n": 128, "samples": 2},
-        full={"n": 512, "samples": 4},
+        default={"n": 2048, "samples": 2},
+        full={"n": 4096, "samples": 4},
         negative={"system": System(operator=mutants.temperature(1.01))},
     ),
     CheckSpec(
@@ -127,8 +127,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         section="§2.4",
         run=check_row_shift,
         ci={"n": 32, "samples": 1},
-        default={"n": 128, "samples": 2},
-        full={"n": 512, "samples": 4},
+        default={"n": 2048, "samples": 2},
+        full={"n": 4096, "samples": 4},
         negative={"system": System(operator=mutants.clamped_scores(5.0))},
     ),
 )

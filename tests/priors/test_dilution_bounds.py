@@ -75,3 +75,32 @@ def test_bad_arguments_name_the_argument(kwargs, name):
 def test_bad_window(window):
     with pytest.raises(ValueError, match="window"):
         window_bound(window, 4, 0.5, 1.0)
+
+
+def test_harmonic_tails_have_no_cancellation():
+    """``H_l - H_{j-1}`` to a few ulps against 50-digit sums, where the difference of two
+    rounded harmonic numbers loses ~log10(row H_l) digits (the reason the function exists)."""
+    import mpmath
+    import numpy as np
+
+    from priors.dilution_bounds import harmonic_tails
+
+    n = 2048
+    tails = harmonic_tails(n)
+    with mpmath.workdps(50):
+        h = [mpmath.mpf(0)]
+        for k in range(1, n + 1):
+            h.append(h[-1] + mpmath.mpf(1) / k)
+        rows = (1, 2, 3, 100, 1000, 2047, 2048)
+        pairs = [(row, j) for row in rows for j in (1, 2, row // 2 + 1, row)]
+        exact = {(row, j): h[row] - h[j - 1] for row, j in pairs}
+        naive_rel = max(abs(float(h[row]) - float(h[row - 1]) - exact[(row, row)])
+                        / exact[(row, row)] for row in (2047, 2048))
+    eps = np.finfo(np.float64).eps
+    for (row, j), ref in exact.items():
+        # hi/lo split: Sterbenz-exact subtraction plus the lo correction, a few ulps
+        assert abs(tails[row - 1, j - 1] - ref) <= 4 * eps * ref, (row, j)
+    assert float(naive_rel) > 100 * eps  # the naive difference is visibly worse here
+    assert np.all(np.triu(tails, 1) == 0)
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        harmonic_tails(0)
