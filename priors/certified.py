@@ -51,6 +51,7 @@ True
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import warnings
@@ -109,7 +110,7 @@ class CertifiedMasses:
     prec: int
     method: str
 
-    def to_json(self, digits: int) -> dict[str, Any]:
+    def to_dict(self, digits: int) -> dict[str, Any]:
         """The enclosures as ``[lower, upper]`` decimal strings with ``digits`` significant
         digits, rounded outwards (``outward_decimal``), so that they really enclose."""
         m_lo, m_hi = self.window_mass_bracket
@@ -129,6 +130,10 @@ class CertifiedMasses:
             "prec": self.prec,
             "certify_method": self.method,
         }
+
+    def to_json(self, digits: int, **json_kwargs: Any) -> str:
+        """``to_dict(digits)`` as a JSON string (``json.dumps`` keywords pass through)."""
+        return json.dumps(self.to_dict(digits), **json_kwargs)
 
 
 def prec_for_digits(digits: int) -> int:
