@@ -28,7 +28,7 @@ import mpmath
 
 from priors.diagnose.families import HeadPrior, ModelPriors
 from priors.encodings import Encoding
-from priors.harmonic import as_count
+from priors.validation import as_count
 from priors.window import masses
 
 __all__ = ["DEFAULT_LENGTHS", "DEFAULT_WINDOW", "Diagnosis", "HeadResult", "evaluate"]

@@ -316,8 +316,9 @@ def test_imports_no_heavy_modules() -> None:
 def test_power_sum_arb_contains_the_mpmath_value(lo, hi, alpha, shift) -> None:
     ball = power_sum_arb(lo, hi, alpha, shift=shift, prec=100)
     with mpmath.workdps(50):
-        q = mpmath.mpf(shift.numerator) / shift.denominator if isinstance(shift, Fraction) else 0
-        q = q or shift
+        q = shift
+        if isinstance(shift, Fraction):
+            q = mpmath.mpf(shift.numerator) / shift.denominator
         ref = power_sum(lo, hi, alpha, shift=q, dps=50)
     # 50 digits of the reference against 100 bits (30 digits) of the ball: the reference
     # error (1e-49 relative) is far inside the ball's radius or its rounding
