@@ -45,14 +45,13 @@ from typing import TYPE_CHECKING, Any
 import mpmath
 
 from priors.precision import rounded
-from priors.validation import MAX_LENGTH, as_count, as_real, check_dps, check_prec
+from priors.validation import as_count, as_real, check_dps, check_prec
 
 if TYPE_CHECKING:  # pragma: no cover
     import flint
 
 __all__ = [
     "DEFAULT_DPS",
-    "MAX_LENGTH",
     "exact_arb",
     "harmonic_number",
     "harmonic_number_arb",
