@@ -53,14 +53,8 @@ from typing import TYPE_CHECKING
 import mpmath
 from mpmath import libmp
 
-from priors.harmonic import (
-    DEFAULT_DPS,
-    _check_dps,
-    as_alpha,
-    as_count,
-    exact_arb,
-    harmonic_number,
-)
+from priors.harmonic import DEFAULT_DPS, exact_arb, harmonic_number
+from priors.validation import as_count, as_real, check_dps, check_window_length
 
 if TYPE_CHECKING:  # pragma: no cover
     import flint
@@ -109,7 +103,7 @@ def _outward(lo: flint.arb, hi: flint.arb, dps: int) -> Bracket:
 
 
 def _positive_alpha(alpha: object) -> mpmath.mpf:
-    a = as_alpha(alpha)
+    a = as_real(alpha, "alpha")
     if a <= 0:
         raise ValueError(f"alpha must be > 0 (x^-alpha decreasing), got {alpha!r}")
     return a
@@ -242,7 +236,7 @@ def integral_bracket(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> Bracke
 
     m = as_count(m, "m")
     a = _positive_alpha(alpha)
-    dps = _check_dps(dps)
+    dps = check_dps(dps)
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
         lo, hi = _integral_arb(m, exact_arb(a))
         return _outward(lo, hi, dps)
@@ -294,7 +288,7 @@ def euler_maclaurin_bracket(
     m = as_count(m, "m")
     a = _positive_alpha(alpha)
     p = _check_terms(terms)
-    dps = _check_dps(dps)
+    dps = check_dps(dps)
     bits = _bits(dps)
     work = bits + _GUARD_BITS
     for _ in range(6):
@@ -306,14 +300,6 @@ def euler_maclaurin_bracket(
                 return _outward(lo, hi, dps)
         work *= 2
     return _outward(lo, hi, dps)  # pragma: no cover - Arb always reaches the target
-
-
-def _window_args(window: object, length: object) -> tuple[int, int]:
-    w = as_count(window, "window", minimum=1)
-    n = as_count(length, "length", minimum=1)
-    if n < w:
-        raise ValueError(f"length must be >= window, got window={w}, length={n}")
-    return w, n
 
 
 def window_mass_brackets(
@@ -340,9 +326,9 @@ def window_mass_brackets(
     """
     import flint
 
-    w, n = _window_args(window, length)
+    w, n = check_window_length(window, length)
     a = _positive_alpha(alpha)
-    dps = _check_dps(dps)
+    dps = check_dps(dps)
     out: dict[str, Bracket] = {}
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
         lw, uw = _integral_arb(w, exact_arb(a))
@@ -384,8 +370,8 @@ def limit_window_mass_bracket(
     import flint
 
     w = as_count(window, "window", minimum=1)
-    a = as_alpha(alpha)
-    dps = _check_dps(dps)
+    a = as_real(alpha, "alpha")
+    dps = check_dps(dps)
     if a <= 1:
         with mpmath.workdps(dps):
             return mpmath.mpf(0), mpmath.mpf(0)
@@ -409,8 +395,8 @@ def zeta_bracket(alpha: object, *, dps: int = DEFAULT_DPS) -> Bracket:
     """
     import flint
 
-    a = as_alpha(alpha)
-    dps = _check_dps(dps)
+    a = as_real(alpha, "alpha")
+    dps = check_dps(dps)
     if a <= 1:
         raise ValueError(f"alpha must be > 1 (zeta(alpha) diverges otherwise), got {alpha!r}")
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
@@ -431,8 +417,8 @@ def near_one_limit(window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmat
     ...     abs(v / ref - 1) < 1e-28
     True
     """
-    w, n = _window_args(window, length)
-    dps = _check_dps(dps)
+    w, n = check_window_length(window, length)
+    dps = check_dps(dps)
     num = harmonic_number(w, 1, dps=dps + 5)
     den = harmonic_number(n, 1, dps=dps + 5)
     with mpmath.workdps(dps):

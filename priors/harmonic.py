@@ -13,13 +13,17 @@ about ``ln m``: the subtraction cancels ``log10(1/|alpha-1|)`` digits. Every fun
 measures the cancellation it actually suffered and re-evaluates with that many extra
 digits (mpmath) or bits (Arb), so the result carries the requested precision.
 
-Two back ends:
+Two back ends, one evaluation primitive each, the shifted power sum
+``sum_{d=lo}^{hi-1} (d + shift)^-alpha`` (direct terms, zeta or digamma differences, and
+a few terms plus a tail bound for huge exponents, all inside the primitive):
 
-* mpmath (``harmonic_number``, ``harmonic_tail``): ``dps`` correct digits (up to a few
-  units in the last place), returned as ``mpmath.mpf`` at that precision;
-* Arb through python-flint (``harmonic_number_arb``, ``harmonic_tail_arb``): a ball that
-  is guaranteed to contain the exact value, with the radius driven below ``2^-prec``
-  relative.
+* mpmath, ``power_sum``: ``dps`` correct digits (up to a few units in the last place),
+  returned as ``mpmath.mpf`` at that precision;
+* Arb through python-flint, ``power_sum_arb``: a ball that is guaranteed to contain the
+  exact value, with the radius driven below ``2^-prec`` relative.
+
+``harmonic_tail``/``harmonic_number`` and ``harmonic_tail_arb``/``harmonic_number_arb``
+are the same sums at ``shift = 1``.
 
 >>> from mpmath import mpf, nsum, inf, workdps
 >>> h = harmonic_number(10, 2, dps=30)
@@ -35,78 +39,40 @@ from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import mpmath
+
+from priors.precision import rounded
+from priors.validation import as_count, as_real, check_dps, check_prec
 
 if TYPE_CHECKING:  # pragma: no cover
     import flint
 
 __all__ = [
     "DEFAULT_DPS",
-    "MAX_LENGTH",
-    "as_alpha",
-    "as_count",
     "exact_arb",
     "harmonic_number",
     "harmonic_number_arb",
     "harmonic_tail",
     "harmonic_tail_arb",
     "power_sum",
+    "power_sum_arb",
 ]
+
+# TRANSITIONAL (revert this commit at merge): priors/window.py still imports the old
+# private name; its import line becomes ``from priors.validation import check_dps``.
+_check_dps = check_dps
 
 #: Default working precision (decimal digits) of the mpmath back end.
 DEFAULT_DPS = 30
-#: Largest count ``m`` accepted (the toolkit is specified up to ``n = 1e15``; beyond
-#: ``1e18`` float-valued callers could no longer express every integer).
-MAX_LENGTH = 10**18
 #: Guard digits added on top of the requested precision.
 _GUARD_DPS = 10
+#: Guard bits of the first Arb attempt on top of the requested accuracy.
+_GUARD_BITS = 32
 #: Direct summation is used below this many terms (exact, and cheaper than two zetas).
 _DIRECT_TERMS = 64
-
-
-def as_count(value: object, name: str, *, minimum: int = 0) -> int:
-    """Validate a nonnegative integer count (a length or a window) named ``name``.
-
-    Accepts Python and numpy integers and integral floats (``1e15``); raises
-    ``ValueError`` naming the argument otherwise.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if isinstance(value, numbers.Integral):
-        out = int(value)
-    elif isinstance(value, (float, mpmath.mpf)) or isinstance(value, numbers.Real):
-        fv = float(value)
-        if not math.isfinite(fv) or fv != math.floor(fv):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-        out = int(mpmath.mpf(value)) if isinstance(value, mpmath.mpf) else int(fv)
-    else:
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if out < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {out}")
-    if out > MAX_LENGTH:
-        raise ValueError(f"{name} must be <= {MAX_LENGTH:.0e}, got {out}")
-    return out
-
-
-def as_alpha(value: object, name: str = "alpha") -> mpmath.mpf:
-    """Validate a finite real exponent; returned as an exact ``mpf`` (floats are exact)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    try:
-        out = mpmath.mpmathify(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a finite real number, got {value!r}") from exc
-    if not isinstance(out, mpmath.mpf) or not mpmath.isfinite(out):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    return out
-
-
-def _check_dps(dps: object) -> int:
-    if isinstance(dps, bool) or not isinstance(dps, numbers.Integral) or int(dps) < 5:
-        raise ValueError(f"dps must be an integer >= 5, got {dps!r}")
-    return int(dps)
 
 
 def power_sum(
@@ -139,20 +105,16 @@ def power_sum(
     hi = as_count(hi, "hi")
     if hi < lo:
         raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
-    dps = _check_dps(dps)
-    a = as_alpha(alpha)
-    q = as_alpha(shift, "shift")
-    if q <= 0:
-        raise ValueError(f"shift must be > 0, got {shift!r}")
+    dps = check_dps(dps)
+    a = as_real(alpha, "alpha")
+    q = as_real(shift, "shift", minimum=0)
     if hi == lo:
-        with mpmath.workdps(dps):
-            return +mpmath.mpf(0)
+        return rounded(mpmath.mpf(0), dps)
     work = dps + _GUARD_DPS
     if a > _STEEP_ALPHA and hi - lo > _DIRECT_TERMS:
         steep = _steep_power_sum(lo, hi, a, q, work)
         if steep is not None:
-            with mpmath.workdps(dps):
-                return +steep
+            return rounded(steep, dps)
     for _ in range(8):
         with mpmath.workdps(work):
             if hi - lo <= _DIRECT_TERMS:
@@ -173,8 +135,7 @@ def power_sum(
         if work >= dps + _GUARD_DPS + loss:
             break
         work = dps + _GUARD_DPS + math.ceil(loss) + 2
-    with mpmath.workdps(dps):
-        return +value
+    return rounded(value, dps)
 
 
 def _steep_power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, work: int) -> Any:
@@ -220,24 +181,28 @@ def harmonic_number(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> mpmath.
 # ----------------------------------------------------------------------------- Arb back end
 
 
-def exact_arb(alpha: object) -> flint.arb:
-    """``alpha`` as an Arb ball without rounding: ``arb`` as is, ``mpf``/``int``/``float``
-    exactly (they are dyadic rationals), anything else through its decimal string."""
+def exact_arb(value: object) -> flint.arb:
+    """``value`` as an Arb ball without rounding: ``arb`` as is, ``mpf``/``int``/``float``
+    exactly (they are dyadic rationals), a ``Fraction`` as the quotient of its exact
+    numerator and denominator at the current working precision (so that it tightens when
+    the precision is raised), anything else through its decimal string."""
     import flint
 
-    if isinstance(alpha, flint.arb):
-        return alpha
-    if isinstance(alpha, mpmath.mpf):
+    if isinstance(value, flint.arb):
+        return value
+    if isinstance(value, mpmath.mpf):
         # exact at any working precision (a product by 2**exp would be rounded to it);
         # the raw tuple, because ``mpf.man_exp`` drops the sign
-        sign, man, exp, _bc = alpha._mpf_
+        sign, man, exp, _bc = value._mpf_
         return flint.arb((-int(man) if sign else int(man), int(exp)))
-    if isinstance(alpha, numbers.Integral):
-        return flint.arb(int(alpha))
-    if isinstance(alpha, float):
+    if isinstance(value, numbers.Integral):
+        return flint.arb(int(value))
+    if isinstance(value, float):
         # a float is an exact dyadic rational: convert without rounding
-        return flint.arb(alpha)
-    return flint.arb(str(alpha))
+        return flint.arb(value)
+    if isinstance(value, Fraction):
+        return flint.arb(value.numerator) / flint.arb(value.denominator)
+    return flint.arb(str(value))
 
 
 #: Exponents from which a steep power sum is tried as a few terms plus a tail bound.
@@ -246,7 +211,7 @@ _STEEP_ALPHA = 2**20
 _STEEP_TERMS = 64
 
 
-def steep_power_sum_arb(
+def _steep_power_sum_arb(
     lo: int, hi: int | None, alpha: flint.arb, shift: flint.arb, prec: int
 ) -> flint.arb | None:
     """``sum_{k=lo}^{hi-1} (k + shift)^-alpha`` (``hi=None``: to infinity) for a huge
@@ -285,27 +250,67 @@ def steep_power_sum_arb(
     return None
 
 
-def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> flint.arb:
-    """Ball enclosure of ``sum_{k=lo+1}^{hi} k^-alpha`` (Arb, python-flint).
+def _power_sum_ball(lo: int, hi: int | None, a: flint.arb, shift: object) -> flint.arb:
+    """``sum_{d=lo}^{hi-1} (d + shift)^-a`` (``hi=None``: to infinity) at the current Arb
+    working precision: direct terms up to 64 of them, digamma differences at ``a = 1``
+    exactly, Hurwitz zeta differences otherwise (``zeta(a, lo + shift)`` alone to
+    infinity). An integer ``shift`` gives exact integer bases ``d + shift``."""
+    import flint
 
-    Same formula as ``harmonic_tail``. ``alpha`` may be an ``arb`` (then the result
-    encloses the sum for every exponent in the ball; the ball must not contain 1 unless
-    it is exactly 1), a float (taken exactly), an ``mpf`` (exactly) or a decimal string.
-    The working precision is raised until the result has at least ``prec`` bits of
-    relative accuracy (or the input ball's own width limits it).
+    q = exact_arb(shift)
+
+    def base(d: int) -> flint.arb:
+        return flint.arb(d + shift) if isinstance(shift, int) else flint.arb(d) + q
+
+    if hi is not None and hi - lo <= _DIRECT_TERMS:
+        return sum((base(d) ** (-a) for d in range(lo, hi)), flint.arb(0))
+    if hi is not None and a.is_exact() and a == 1:
+        return base(hi).digamma() - base(lo).digamma()
+    first = a.zeta() if lo == 0 and shift == 1 else a.zeta(base(lo))
+    return first if hi is None else first - a.zeta(base(hi))
+
+
+def power_sum_arb(
+    lo: int, hi: int | None, alpha: object, *, shift: object = 1, prec: int = 128
+) -> flint.arb:
+    """Ball enclosure of the shifted power sum ``sum_{d=lo}^{hi-1} (d + shift)^-alpha``
+    (Arb, python-flint); ``hi=None`` sums to infinity (``zeta(alpha, lo + shift)``, for
+    ``alpha > 1``).
+
+    The same sum as ``power_sum``: direct summation for at most 64 terms, digamma
+    differences at ``alpha = 1``, Hurwitz zeta differences otherwise, and for a huge
+    exponent (``alpha > 2^20``, where Arb's zeta does not finish) the first terms plus a
+    rigorous tail bound. ``alpha`` and ``shift`` may be ``arb`` balls (then the result
+    encloses the sum for every point of the balls; an ``alpha`` ball must not contain 1
+    unless it is exactly 1), floats or ``mpf`` (taken exactly), a ``Fraction`` (``1/r2``
+    of KERPLE-log, re-evaluated at each precision) or decimal strings. The working
+    precision starts at ``prec + 32`` bits and is doubled until the ball has at least
+    ``prec`` bits of relative accuracy (or the width of an input ball limits it).
+
+    With ``shift = 1`` this is the log-distance prior mass on ``lo <= d < hi``
+    (THEORY.md §5–§6); KERPLE-log is ``r2^-r1`` times the sum at ``shift = 1/r2``.
     """
     import flint
 
     lo = as_count(lo, "lo")
-    hi = as_count(hi, "hi")
-    if hi < lo:
-        raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
-    if isinstance(prec, bool) or not isinstance(prec, numbers.Integral) or prec < 16:
-        raise ValueError(f"prec must be an integer >= 16, got {prec!r}")
+    if hi is not None:
+        hi = as_count(hi, "hi")
+        if hi < lo:
+            raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
+    prec = check_prec(prec)
+    if hi is None and not exact_arb(alpha) > 1:
+        raise ValueError(f"alpha must be > 1 to sum to infinity, got {alpha!r}")
+    if isinstance(shift, flint.arb):
+        if not shift > 0:
+            raise ValueError(f"shift must be > 0, got {shift}")
+    else:
+        as_real(shift, "shift", minimum=0)
     if hi == lo:
         return flint.arb(0)
-    work = int(prec) + 32
-    steep = steep_power_sum_arb(lo, hi, exact_arb(alpha), flint.arb(1), work)
+    work = prec + _GUARD_BITS
+    with flint.ctx.workprec(work):
+        q = exact_arb(shift)
+    steep = _steep_power_sum_arb(lo, hi, exact_arb(alpha), q, work)
     if steep is not None and steep.rel_accuracy_bits() >= prec:
         return steep
     exact_input = True
@@ -313,13 +318,7 @@ def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> fl
         with flint.ctx.workprec(work):
             a = exact_arb(alpha)
             exact_input = a.rad() == 0
-            if hi - lo <= _DIRECT_TERMS:
-                value = sum((flint.arb(k) ** (-a) for k in range(lo + 1, hi + 1)), flint.arb(0))
-            elif exact_input and a == 1:
-                value = flint.arb(hi + 1).digamma() - flint.arb(lo + 1).digamma()
-            else:
-                first = a.zeta() if lo == 0 else a.zeta(flint.arb(lo + 1))
-                value = first - a.zeta(flint.arb(hi + 1))
+            value = _power_sum_ball(lo, hi, a, shift)
         if value.is_finite() and value.rel_accuracy_bits() >= prec:
             return value
         if not exact_input and value.is_finite() and work > 4 * prec + 256:
@@ -328,6 +327,18 @@ def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> fl
     if not value.is_finite():
         raise ValueError(f"alpha ball {alpha} contains 1: the difference is undefined there")
     return value
+
+
+def harmonic_tail_arb(lo: int, hi: int, alpha: object, *, prec: int = 128) -> flint.arb:
+    """Ball enclosure of ``sum_{k=lo+1}^{hi} k^-alpha`` (Arb, python-flint).
+
+    ``power_sum_arb`` with ``shift = 1`` (see there for ``alpha`` and ``prec``): the
+    working precision is raised until the result has at least ``prec`` bits of relative
+    accuracy (or the input ball's own width limits it).
+    """
+    as_count(lo, "lo")
+    hi = as_count(hi, "hi")
+    return power_sum_arb(lo, hi, alpha, shift=1, prec=prec)
 
 
 def harmonic_number_arb(m: int, alpha: object, *, prec: int = 128) -> flint.arb:

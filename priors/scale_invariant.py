@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import mpmath
 
-from priors.harmonic import DEFAULT_DPS, _check_dps, as_alpha
+from priors.harmonic import DEFAULT_DPS
+from priors.precision import guarded
+from priors.validation import as_real, check_dps
 
 __all__ = [
     "cumulative_mass",
@@ -45,18 +47,14 @@ _GUARD_DPS = 10
 
 
 def _rho(rho: object) -> mpmath.mpf:
-    r = as_alpha(rho, "rho")
+    r = as_real(rho, "rho")
     if not 0 <= r < 1:
         raise ValueError(f"rho must be in [0, 1), got {rho!r}")
     return r
 
 
-def _real(value: object, name: str) -> mpmath.mpf:
-    return as_alpha(value, name)
-
-
 def _unit_open(y: object, name: str, *, closed_right: bool) -> mpmath.mpf:
-    v = _real(y, name)
+    v = as_real(y, name)
     ok = 0 < v <= 1 if closed_right else 0 < v < 1
     if not ok:
         interval = "(0, 1]" if closed_right else "(0, 1)"
@@ -86,11 +84,12 @@ def density(rho: object, y: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
     """
     r = _rho(rho)
     v = _unit_open(y, "y", closed_right=False)
-    dps = _check_dps(dps)
-    with mpmath.workdps(dps + _GUARD_DPS):
-        value = (-mpmath.log(v)) ** (-r) / mpmath.gamma(1 - r)
-    with mpmath.workdps(dps):
-        return +value
+    return _density(r, v, dps=check_dps(dps))
+
+
+@guarded(_GUARD_DPS)
+def _density(r: mpmath.mpf, v: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    return (-mpmath.log(v)) ** (-r) / mpmath.gamma(1 - r)
 
 
 def cumulative_mass(rho: object, y: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
@@ -112,11 +111,12 @@ def cumulative_mass(rho: object, y: object, *, dps: int = DEFAULT_DPS) -> mpmath
     """
     r = _rho(rho)
     v = _unit_open(y, "y", closed_right=True)
-    dps = _check_dps(dps)
-    with mpmath.workdps(dps + _GUARD_DPS):
-        value = (-mpmath.log(v)) ** (1 - r) / mpmath.gamma(2 - r)
-    with mpmath.workdps(dps):
-        return +value
+    return _cumulative_mass(r, v, dps=check_dps(dps))
+
+
+@guarded(_GUARD_DPS)
+def _cumulative_mass(r: mpmath.mpf, v: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    return (-mpmath.log(v)) ** (1 - r) / mpmath.gamma(2 - r)
 
 
 def normaliser(rho: object, t: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
@@ -132,15 +132,14 @@ def normaliser(rho: object, t: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
     True
     """
     r = _rho(rho)
-    tt = _real(t, "t")
-    if tt <= 0:
-        raise ValueError(f"t must be > 0, got {t!r}")
-    dps = _check_dps(dps)
-    with mpmath.workdps(dps + _GUARD_DPS):
-        kappa = r / (1 - r)
-        value = tt * mpmath.gamma(1 - r) * mpmath.gamma(2 - r) ** kappa
-    with mpmath.workdps(dps):
-        return +value
+    tt = as_real(t, "t", minimum=0)
+    return _normaliser(r, tt, dps=check_dps(dps))
+
+
+@guarded(_GUARD_DPS)
+def _normaliser(r: mpmath.mpf, tt: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    kappa = r / (1 - r)
+    return tt * mpmath.gamma(1 - r) * mpmath.gamma(2 - r) ** kappa
 
 
 def _window_q(q: object) -> mpmath.mpf:
@@ -168,15 +167,14 @@ def window_mass_continuum(rho: object, q: object, *, dps: int = DEFAULT_DPS) -> 
     """
     r = _rho(rho)
     v = _window_q(q)
-    dps = _check_dps(dps)
-    with mpmath.workdps(dps + _GUARD_DPS):
-        if v == 1:
-            value = mpmath.mpf(1)
-        else:
-            x = -mpmath.log1p(-v)
-            value = mpmath.gammainc(1 - r, 0, x, regularized=True)
-    with mpmath.workdps(dps):
-        return +value
+    return _window_mass_continuum(r, v, dps=check_dps(dps))
+
+
+@guarded(_GUARD_DPS)
+def _window_mass_continuum(r: mpmath.mpf, v: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    if v == 1:
+        return mpmath.mpf(1)
+    return mpmath.gammainc(1 - r, 0, -mpmath.log1p(-v), regularized=True)
 
 
 def window_mass_asymptotic(rho: object, q: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
@@ -190,11 +188,12 @@ def window_mass_asymptotic(rho: object, q: object, *, dps: int = DEFAULT_DPS) ->
     """
     r = _rho(rho)
     v = _window_q(q)
-    dps = _check_dps(dps)
-    with mpmath.workdps(dps + _GUARD_DPS):
-        value = v ** (1 - r) / mpmath.gamma(2 - r)
-    with mpmath.workdps(dps):
-        return +value
+    return _window_mass_asymptotic(r, v, dps=check_dps(dps))
+
+
+@guarded(_GUARD_DPS)
+def _window_mass_asymptotic(r: mpmath.mpf, v: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    return v ** (1 - r) / mpmath.gamma(2 - r)
 
 
 def key_cdf(rho: object, l: object, j: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:  # noqa: E741
@@ -217,19 +216,18 @@ def key_cdf(rho: object, l: object, j: object, *, dps: int = DEFAULT_DPS) -> mpm
     True
     """
     r = _rho(rho)
-    ll = _real(l, "l")
-    jj = _real(j, "j")
+    ll = as_real(l, "l")
+    jj = as_real(j, "j")
     if ll <= 0:
         raise ValueError(f"l must be > 0, got {l!r}")
     if not 0 < jj <= ll:
         raise ValueError(f"j must be in (0, l], got j={j!r}, l={l!r}")
-    dps = _check_dps(dps)
-    with mpmath.workdps(dps + _GUARD_DPS):
-        if jj == ll:
-            value = mpmath.mpf(1)
-        else:
-            x = mpmath.log(ll / jj)
-            value = mpmath.gammainc(1 - r, x, mpmath.inf, regularized=True)
-    with mpmath.workdps(dps):
-        return +value
+    return _key_cdf(r, ll, jj, dps=check_dps(dps))
+
+
+@guarded(_GUARD_DPS)
+def _key_cdf(r: mpmath.mpf, ll: mpmath.mpf, jj: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    if jj == ll:
+        return mpmath.mpf(1)
+    return mpmath.gammainc(1 - r, mpmath.log(ll / jj), mpmath.inf, regularized=True)
 

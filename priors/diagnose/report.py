@@ -29,8 +29,8 @@ import mpmath
 
 from priors.diagnose.families import HeadPrior, ModelPriors
 from priors.encodings import Encoding
-from priors.harmonic import as_count
 from priors.mass import masses
+from priors.validation import as_count
 
 __all__ = ["DEFAULT_LENGTHS", "DEFAULT_WINDOW", "Diagnosis", "HeadResult", "evaluate"]
 

@@ -29,13 +29,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mpmath
 import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
+from priors.harmonic import exact_arb
+from priors.precision import guarded
+
+if TYPE_CHECKING:  # pragma: no cover
+    import flint
 
 __all__ = ["ALIBI_VARIANTS", "ALiBi", "alibi_slopes"]
 
@@ -76,6 +81,10 @@ class ALiBi(Encoding):
 
     slope: float = 0.5
     name = "alibi"
+    arb_method = (
+        "geometric sums in Arb: S_W = expm1(-m W)/expm1(-m), T = e^{-m W} expm1(-m (l-W))"
+        "/expm1(-m)"
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slope", positive_param(self.slope, "slope"))
@@ -83,27 +92,29 @@ class ALiBi(Encoding):
     def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
         return -self.slope * d
 
+    @guarded(10)
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
-        with mpmath.workdps(dps + 10):
-            m = mpmath.mpf(self.slope)
-            # e^{-m lo} (1 - e^{-m k}) / (1 - e^{-m}) = e^{-m lo} expm1(-m k) / expm1(-m)
-            value = mpmath.exp(-m * lo) * mpmath.expm1(-m * (hi - lo)) / mpmath.expm1(-m)
-        with mpmath.workdps(dps):
-            return +value
+        m = mpmath.mpf(self.slope)
+        # e^{-m lo} (1 - e^{-m k}) / (1 - e^{-m}) = e^{-m lo} expm1(-m k) / expm1(-m)
+        return mpmath.exp(-m * lo) * mpmath.expm1(-m * (hi - lo)) / mpmath.expm1(-m)
 
+    def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb:
+        """The same geometric sums in Arb; ``hi=None``: ``S_inf = -1/expm1(-m)``."""
+        m = exact_arb(self.slope)
+        den = -(-m).expm1()  # 1 - e^{-m} > 0, no cancellation for small slopes
+        if hi is None:
+            return 1 / den
+        return (-m * lo).exp() * -(-m * (hi - lo)).expm1() / den
+
+    @guarded(10)
     def total_sum(self, *, dps: int = 30) -> mpmath.mpf:
         """``S_inf = 1 / (1 - e^{-slope})``."""
-        with mpmath.workdps(dps + 10):
-            value = -1 / mpmath.expm1(-mpmath.mpf(self.slope))
-        with mpmath.workdps(dps):
-            return +value
+        return -1 / mpmath.expm1(-mpmath.mpf(self.slope))
 
+    @guarded(10)
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
-        with mpmath.workdps(dps + 10):
-            m = mpmath.mpf(self.slope)
-            value = -mpmath.exp(-m * w) / mpmath.expm1(-m)
-        with mpmath.workdps(dps):
-            return +value
+        m = mpmath.mpf(self.slope)
+        return -mpmath.exp(-m * w) / mpmath.expm1(-m)
 
     def classify(self) -> Classification:
         return Classification(

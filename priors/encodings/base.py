@@ -26,13 +26,18 @@ import numbers
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mpmath
 import numpy as np
 
 from priors.classify import Classification
-from priors.harmonic import DEFAULT_DPS, _check_dps, as_count
+from priors.harmonic import DEFAULT_DPS
+from priors.precision import guarded
+from priors.validation import as_count, check_dps, check_window_length
+
+if TYPE_CHECKING:  # pragma: no cover
+    import flint
 
 __all__ = [
     "GUARD_DPS",
@@ -71,13 +76,16 @@ def positive_param(value: object, name: str, *, allow_zero: bool = False) -> flo
     return out
 
 
-def check_window_length(window: object, length: object) -> tuple[int, int]:
-    """Validate ``1 <= window <= length <= 1e18`` (THEORY.md §5 needs ``l >= W``)."""
-    w = as_count(window, "window", minimum=1)
-    n = as_count(length, "length", minimum=1)
-    if n < w:
-        raise ValueError(f"length must be >= window, got window={w}, length={n}")
-    return w, n
+@guarded(GUARD_DPS)
+def _share(part: mpmath.mpf, rest: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    """``part / (part + rest)`` (a mass from its two sums), ``dps`` digits."""
+    return part / (part + rest)
+
+
+@guarded(GUARD_DPS)
+def _quotient(num: mpmath.mpf, den: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    """``num / den``, ``dps`` digits."""
+    return num / den
 
 
 def _as_distances(d: object, length: int | None) -> tuple[np.ndarray, bool]:
@@ -107,6 +115,9 @@ class Encoding(ABC):
     length_dependent: ClassVar[bool] = False
     #: Correct significant digits the masses can carry (None: as many as ``dps``).
     max_digits: ClassVar[int | None] = None
+    #: How ``_weight_sum_arb`` evaluates the sums in Arb, as ``priors.certified`` reports
+    #: it; None: the encoding has no certified mode.
+    arb_method: ClassVar[str | None] = None
 
     # -- parameters ------------------------------------------------------------------
 
@@ -137,6 +148,13 @@ class Encoding(ABC):
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         """``sum_{d=lo}^{hi-1} e^{b(d)}`` with validated ``0 <= lo <= hi``, ``dps`` digits."""
 
+    def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
+        """Ball enclosure of ``sum_{d=lo}^{hi-1} e^{b(d)}`` at the current Arb working
+        precision (``hi=None``: ``S_inf``, or None when the prior is not summable), for
+        validated ``0 <= lo <= hi``; the certified back end of the encodings that set
+        ``arb_method`` (``priors.certified``)."""
+        raise NotImplementedError(f"{self.name} has no certified (Arb) sums")
+
     def weight_sum(
         self, lo: int, hi: int, *, length: int | None = None, dps: int = DEFAULT_DPS
     ) -> mpmath.mpf:
@@ -149,7 +167,7 @@ class Encoding(ABC):
         hi = as_count(hi, "hi")
         if hi < lo:
             raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
-        dps = _check_dps(dps)
+        dps = check_dps(dps)
         if self.length_dependent:
             if length is None:
                 raise ValueError(f"length is required: the {self.name} prior depends on l")
@@ -176,7 +194,7 @@ class Encoding(ABC):
 
     def _masses(self, window: object, length: object, dps: int) -> tuple[Any, Any, int]:
         w, n = check_window_length(window, length)
-        dps = _check_dps(dps)
+        dps = check_dps(dps)
         self._warn_digits(dps)
         work = dps + GUARD_DPS
         lkw = n if self.length_dependent else None
@@ -202,19 +220,13 @@ class Encoding(ABC):
     def window_mass(self, window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """Exact window mass ``M_l(W) = S_W / S_l`` at ``B = 0`` (THEORY.md §5)."""
         s_w, tail, dps = self._masses(window, length, dps)
-        with mpmath.workdps(dps + GUARD_DPS):
-            value = s_w / (s_w + tail)
-        with mpmath.workdps(dps):
-            return +value
+        return _share(s_w, tail, dps=dps)
 
     def distant_mass(self, window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """Exact distant mass ``D_l(W) = (S_l - S_W) / S_l`` at ``B = 0``, from the tail sum
         (no subtraction ``1 - M``)."""
         s_w, tail, dps = self._masses(window, length, dps)
-        with mpmath.workdps(dps + GUARD_DPS):
-            value = tail / (s_w + tail)
-        with mpmath.workdps(dps):
-            return +value
+        return _share(tail, s_w, dps=dps)
 
     @property
     def limit_known(self) -> bool:
@@ -225,30 +237,24 @@ class Encoding(ABC):
     def limit_window_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """``M_inf(W) = S_W / S_inf`` (THEORY.md §5); 0 for a diluting prior."""
         w = as_count(window, "window", minimum=1)
-        dps = _check_dps(dps)
+        dps = check_dps(dps)
         total = self.total_sum(dps=dps + GUARD_DPS)
         with mpmath.workdps(dps):
             if mpmath.isinf(total):
                 return mpmath.mpf(0)
         s_w = self.weight_sum(0, w, dps=dps + GUARD_DPS)
-        with mpmath.workdps(dps + GUARD_DPS):
-            value = s_w / total
-        with mpmath.workdps(dps):
-            return +value
+        return _quotient(s_w, total, dps=dps)
 
     def limit_distant_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """``D_inf(W) = 1 - M_inf(W)`` (1 for a diluting prior), from the tail when finite."""
         w = as_count(window, "window", minimum=1)
-        dps = _check_dps(dps)
+        dps = check_dps(dps)
         total = self.total_sum(dps=dps + GUARD_DPS)
         if mpmath.isinf(total):
             with mpmath.workdps(dps):
                 return mpmath.mpf(1)
         tail = self._tail_from(w, dps + GUARD_DPS)
-        with mpmath.workdps(dps + GUARD_DPS):
-            value = tail / total
-        with mpmath.workdps(dps):
-            return +value
+        return _quotient(tail, total, dps=dps)
 
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         """``sum_{d>=w} e^{b(d)}`` for a summable prior (override to avoid the subtraction)."""

@@ -32,6 +32,7 @@ import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding, finite_param
+from priors.precision import guarded
 
 __all__ = ["CausalOTPrior"]
 
@@ -74,19 +75,16 @@ class CausalOTPrior(Encoding):
         with np.errstate(divide="ignore"):
             return np.log(mass)
 
+    @guarded(10)
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         assert length is not None
         if hi == lo:
-            with mpmath.workdps(dps):
-                return mpmath.mpf(0)
-        with mpmath.workdps(dps + 10):
-            a = 1 - mpmath.mpf(self.rho)
-            x1 = _log_ratio(length, lo)
-            x2 = _log_ratio(length, hi)
-            # P(X in [x1, x2)), X ~ Gamma(a): from the smaller side to avoid cancellation
-            value = mpmath.gammainc(a, x1, x2, regularized=True)
-        with mpmath.workdps(dps):
-            return +value
+            return mpmath.mpf(0)
+        a = 1 - mpmath.mpf(self.rho)
+        x1 = _log_ratio(length, lo)
+        x2 = _log_ratio(length, hi)
+        # P(X in [x1, x2)), X ~ Gamma(a): from the smaller side to avoid cancellation
+        return mpmath.gammainc(a, x1, x2, regularized=True)
 
     def window_mass(self, window: int, length: int, *, dps: int = 30) -> mpmath.mpf:
         """``M_l(W) = P(1-rho, -ln(1 - W/l))`` (THEORY.md §4), equal to ``S_W / S_l``."""

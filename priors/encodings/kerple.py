@@ -21,14 +21,19 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import mpmath
 import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import GUARD_DPS, Encoding, positive_param
-from priors.harmonic import power_sum
+from priors.harmonic import exact_arb, power_sum, power_sum_arb
+from priors.precision import guarded, rounded
+
+if TYPE_CHECKING:  # pragma: no cover
+    import flint
 
 __all__ = ["KerpleLog", "KerplePower"]
 
@@ -40,6 +45,9 @@ class KerpleLog(Encoding):
     r1: float = 1.5
     r2: float = 1.0
     name = "kerple-log"
+    arb_method = (
+        "r2^-r1 (zeta(r1, lo + 1/r2) - zeta(r1, hi + 1/r2)) in Arb (digamma at r1 = 1)"
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "r1", positive_param(self.r1, "r1"))
@@ -58,14 +66,22 @@ class KerpleLog(Encoding):
             r2 = mpmath.mpf(self.r2)
             return 1 / r2, r2 ** (-mpmath.mpf(self.r1))
 
+    @guarded(lambda self, *args, **kwargs: self._extra_dps())
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
-        extra = self._extra_dps()
-        value = power_sum(lo, hi, self.r1, shift=shift, dps=dps + extra)
-        with mpmath.workdps(dps + extra):
-            value = scale * value
-        with mpmath.workdps(dps):
-            return +value
+        return scale * power_sum(lo, hi, self.r1, shift=shift, dps=dps + self._extra_dps())
+
+    def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
+        """``r2^-r1`` times ``power_sum_arb`` at ``shift = 1/r2`` (an exact fraction,
+        re-evaluated at each precision) to the current Arb working precision;
+        ``S_inf = r2^-r1 zeta(r1, 1/r2)`` for ``r1 > 1`` (None otherwise)."""
+        import flint
+
+        if hi is None and self.r1 <= 1:
+            return None
+        shift = 1 / Fraction(self.r2)  # a float is an exact dyadic rational
+        inner = power_sum_arb(lo, hi, self.r1, shift=shift, prec=flint.ctx.prec)
+        return exact_arb(self.r2) ** (-exact_arb(self.r1)) * inner
 
     def total_sum(self, *, dps: int = 30) -> mpmath.mpf:
         """``S_inf = r2^-r1 zeta(r1, 1/r2)`` for ``r1 > 1``, else ``inf``."""
@@ -73,12 +89,10 @@ class KerpleLog(Encoding):
             return mpmath.inf
         return self._tail_from(0, dps)
 
+    @guarded(lambda self, *args, **kwargs: 10 + self._extra_dps())
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
-        with mpmath.workdps(dps + 10 + self._extra_dps()):
-            value = scale * mpmath.zeta(mpmath.mpf(self.r1), w + shift)
-        with mpmath.workdps(dps):
-            return +value
+        return scale * mpmath.zeta(mpmath.mpf(self.r1), w + shift)
 
     def classify(self) -> Classification:
         evidence = {"test": "p-series sum (d + 1/r2)^-r1", "exponent": self.r1}
@@ -365,20 +379,14 @@ class KerplePower(Encoding):
         return max(1, min(dps, int(mpmath.floor(-mpmath.log10(rel))) - 1))
 
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
-        value = self._sum(lo, hi, dps)
-        with mpmath.workdps(dps):
-            return +value
+        return rounded(self._sum(lo, hi, dps), dps)
 
     def total_sum(self, *, dps: int = 30) -> mpmath.mpf:
         """``S_inf = sum_{d>=0} e^{-r1 d^r2}`` (finite)."""
-        value = self._sum(0, None, dps)
-        with mpmath.workdps(dps):
-            return +value
+        return rounded(self._sum(0, None, dps), dps)
 
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
-        value = self._sum(w, None, dps)
-        with mpmath.workdps(dps):
-            return +value
+        return rounded(self._sum(w, None, dps), dps)
 
     def classify(self) -> Classification:
         return Classification(

@@ -18,14 +18,18 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mpmath
 import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
-from priors.harmonic import power_sum
+from priors.harmonic import power_sum, power_sum_arb
+from priors.precision import guarded
+
+if TYPE_CHECKING:  # pragma: no cover
+    import flint
 
 __all__ = ["LogDistance"]
 
@@ -36,6 +40,7 @@ class LogDistance(Encoding):
 
     alpha: float = 1.1
     name = "log-distance"
+    arb_method = "Hurwitz zeta differences in Arb (harmonic_tail_arb; digamma at alpha = 1)"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", positive_param(self.alpha, "alpha", allow_zero=True))
@@ -46,20 +51,25 @@ class LogDistance(Encoding):
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         return power_sum(lo, hi, self.alpha, shift=1, dps=dps)
 
+    def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
+        """``power_sum_arb`` at ``shift = 1`` to the current Arb working precision;
+        ``S_inf = zeta(alpha)`` for ``alpha > 1`` (None otherwise)."""
+        import flint
+
+        if hi is None and self.alpha <= 1:
+            return None
+        return power_sum_arb(lo, hi, self.alpha, shift=1, prec=flint.ctx.prec)
+
+    @guarded(10)
     def total_sum(self, *, dps: int = 30) -> mpmath.mpf:
         """``S_inf = zeta(alpha)`` for ``alpha > 1``, else ``inf``."""
         if self.alpha <= 1:
             return mpmath.inf
-        with mpmath.workdps(dps + 10):
-            value = mpmath.zeta(mpmath.mpf(self.alpha))
-        with mpmath.workdps(dps):
-            return +value
+        return mpmath.zeta(mpmath.mpf(self.alpha))
 
+    @guarded(10)
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
-        with mpmath.workdps(dps + 10):
-            value = mpmath.zeta(mpmath.mpf(self.alpha), w + 1)
-        with mpmath.workdps(dps):
-            return +value
+        return mpmath.zeta(mpmath.mpf(self.alpha), w + 1)
 
     def classify(self) -> Classification:
         a = self.alpha

@@ -12,13 +12,16 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mpmath
 import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding
+
+if TYPE_CHECKING:  # pragma: no cover
+    import flint
 
 __all__ = ["NoPE"]
 
@@ -28,6 +31,7 @@ class NoPE(Encoding):
     """``b(d) = 0``: ``S_m = m``, ``M_l(W) = W/l``, dilutes at rate ``W/l``."""
 
     name = "nope"
+    arb_method = "exact integers S_W = W, T = l - W"
 
     def _bias(self, d: np.ndarray, length: int | None) -> np.ndarray:
         return np.zeros_like(d)
@@ -35,6 +39,12 @@ class NoPE(Encoding):
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         with mpmath.workdps(dps):
             return mpmath.mpf(hi - lo)
+
+    def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
+        """``hi - lo`` exactly; not summable (``hi=None``: None)."""
+        import flint
+
+        return None if hi is None else flint.arb(hi - lo)
 
     def classify(self) -> Classification:
         return Classification(

@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mpmath
 import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding
+from priors.harmonic import exact_arb
+from priors.precision import guarded
+
+if TYPE_CHECKING:  # pragma: no cover
+    import flint
 
 __all__ = ["T5Buckets", "t5_bucket"]
 
@@ -60,6 +65,7 @@ class T5Buckets(Encoding):
     max_distance: int = 128
     table: tuple[float, ...] | None = None
     name = "t5"
+    arb_method = "bucket counts times e^{table[k]} in Arb, the constant tail in the last bucket"
 
     def __post_init__(self) -> None:
         nb, md = self.num_buckets, self.max_distance
@@ -109,21 +115,41 @@ class T5Buckets(Encoding):
         table = np.asarray(self.table)
         return table[t5_bucket(d, self.num_buckets, self.max_distance)]
 
-    def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
-        # bucket k holds the distances [start_k, start_{k+1}) (empty when equal); the last
-        # bucket everything from D_sat on: closed form, O(num_buckets log max_distance)
-        nb = self.num_buckets
+    def bucket_counts(self, lo: int, hi: int) -> list[int]:
+        """Exact number of distances ``lo <= d < hi`` in each bucket: bucket ``k`` holds
+        ``[start_k, start_{k+1})`` (empty when equal), the last one every ``d >= D_sat``;
+        O(num_buckets log max_distance), whatever the length."""
         starts: list[int | None] = [*self.bucket_starts(), None]
-        with mpmath.workdps(dps + 10):
-            terms = []
-            for k in range(nb):
-                a = max(lo, starts[k])
-                b = hi if starts[k + 1] is None else min(hi, starts[k + 1])
-                if b > a:
-                    terms.append((b - a) * mpmath.exp(mpmath.mpf(self.table[k])))
-            value = mpmath.fsum(terms)
-        with mpmath.workdps(dps):
-            return +value
+        counts = []
+        for k in range(self.num_buckets):
+            a = max(lo, starts[k])
+            b = hi if starts[k + 1] is None else min(hi, starts[k + 1])
+            counts.append(max(0, b - a))
+        return counts
+
+    @guarded(10)
+    def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
+        # closed form: sum_k count_k e^{table[k]}
+        terms = [
+            c * mpmath.exp(mpmath.mpf(t))
+            for c, t in zip(self.bucket_counts(lo, hi), self.table, strict=True)
+            if c
+        ]
+        return mpmath.fsum(terms)
+
+    def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
+        """``sum_k count_k e^{table[k]}`` in Arb (exact integer counts); not summable
+        (``hi=None``: None)."""
+        import flint
+
+        if hi is None:
+            return None
+        terms = (
+            c * exact_arb(t).exp()
+            for c, t in zip(self.bucket_counts(lo, hi), self.table, strict=True)
+            if c
+        )
+        return sum(terms, flint.arb(0))
 
     def classify(self) -> Classification:
         return Classification(

@@ -33,7 +33,9 @@ import numpy as np
 
 from priors.classify import DEFAULT_MARGIN, Classification, classify_values
 from priors.encodings.base import Encoding, finite_param
-from priors.harmonic import as_count, power_sum
+from priors.harmonic import power_sum
+from priors.precision import guarded
+from priors.validation import as_count
 
 __all__ = ["TAILS", "UserBias"]
 
@@ -148,32 +150,30 @@ class UserBias(Encoding):
             self._cache[dps] = out
         return self._cache[dps]
 
+    @guarded(10)
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         m = self.extent
-        work = dps + 10
+        work = mpmath.mp.dps  # dps + the guard digits
         value = mpmath.mpf(0)
         if lo < min(hi, m):
-            with mpmath.workdps(work):
-                head_lo, head_hi = lo, min(hi, m)
-                if head_hi - head_lo <= 64:
-                    value = mpmath.fsum(
-                        mpmath.exp(mpmath.mpf(v)) for v in self.values[head_lo:head_hi]
-                    )
-                else:
-                    prefix = self._prefix(work + 2 + int(math.log10(m)))
-                    value = prefix[head_hi] - prefix[head_lo]
+            head_lo, head_hi = lo, min(hi, m)
+            if head_hi - head_lo <= 64:
+                value = mpmath.fsum(
+                    mpmath.exp(mpmath.mpf(v)) for v in self.values[head_lo:head_hi]
+                )
+            else:
+                prefix = self._prefix(work + 2 + int(math.log10(m)))
+                value = prefix[head_hi] - prefix[head_lo]
         t_lo, t_hi = max(lo, m), hi
         if t_hi > t_lo:
-            with mpmath.workdps(work):
-                last = mpmath.exp(mpmath.mpf(self.values[-1]))
-                if self.tail == "constant":
-                    value += (t_hi - t_lo) * last
-                else:
-                    p = self.tail_exponent
-                    tail = power_sum(t_lo, t_hi, p, shift=1, dps=work)
-                    value += last * mpmath.mpf(m) ** p * tail
-        with mpmath.workdps(dps):
-            return +value
+            last = mpmath.exp(mpmath.mpf(self.values[-1]))
+            if self.tail == "constant":
+                value += (t_hi - t_lo) * last
+            else:
+                p = self.tail_exponent
+                tail = power_sum(t_lo, t_hi, p, shift=1, dps=work)
+                value += last * mpmath.mpf(m) ** p * tail
+        return value
 
     @property
     def limit_known(self) -> bool:
@@ -197,18 +197,16 @@ class UserBias(Encoding):
         self._check_limit()
         return super().limit_distant_mass(window, dps=dps)
 
+    @guarded(10)
     def total_sum(self, *, dps: int = 30) -> mpmath.mpf:
         """Finite only for ``tail="power"`` with ``p > 1``."""
         if self.tail != "power" or self.tail_exponent <= 1:
             return mpmath.inf
         m = self.extent
         head = self._weight_sum(0, m, None, dps + 10)
-        with mpmath.workdps(dps + 10):
-            p = mpmath.mpf(self.tail_exponent)
-            tail = mpmath.exp(mpmath.mpf(self.values[-1])) * mpmath.mpf(m) ** p
-            value = head + tail * mpmath.zeta(p, m + 1)
-        with mpmath.workdps(dps):
-            return +value
+        p = mpmath.mpf(self.tail_exponent)
+        tail = mpmath.exp(mpmath.mpf(self.values[-1])) * mpmath.mpf(m) ** p
+        return head + tail * mpmath.zeta(p, m + 1)
 
     def classify(self) -> Classification:
         numeric = classify_values(self.values, margin=self.margin)

@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import NamedTuple
 
-from priors.harmonic import as_count
+from priors.validation import as_count
 
 __all__ = [
     "DPS_MAX",

@@ -22,7 +22,7 @@ def json_record(report: MassReport, cert: CertifiedMasses | None = None) -> dict
     ``prec``, ``certify_method``) and ``certified``: whether they are there."""
     record = report.to_dict()
     if cert is not None:
-        record.update(cert.to_json(report.digits))  # a dict: the outward-rounded enclosures
+        record.update(cert.to_dict(report.digits))  # a dict: the outward-rounded enclosures
     record["certified"] = cert is not None
     return record
 
@@ -52,7 +52,7 @@ def format_text(report: MassReport, cert: CertifiedMasses | None = None) -> str:
         f"{j['distant_mass_bracket'][1]}]",
     ]
     if cert is not None and cert.score_bound > 0:
-        cj = cert.to_json(n)  # a dict: the outward-rounded enclosures
+        cj = cert.to_dict(n)  # a dict: the outward-rounded enclosures
         for key, name in (("window_mass_bracket_ball", "M"), ("distant_mass_bracket_ball", "D")):
             lines.append(f"  {name} bracket certified (|s| <= B, outward): "
                          f"[{cj[key][0]}, {cj[key][1]}]")

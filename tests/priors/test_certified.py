@@ -397,3 +397,43 @@ def test_subprocess_certify_and_imports():
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+def test_certified_mode_is_asked_of_the_encoding_not_its_type():
+    # a prior of its own (b(d) = ln 2 for d < 3, else 0) that states its Arb sums is
+    # certified without certified.py knowing its type; the exact masses are rationals
+    from dataclasses import dataclass
+
+    from priors.encodings.base import Encoding
+
+    @dataclass(frozen=True)
+    class Step(Encoding):
+        name = "step"
+        arb_method = "exact integers"
+
+        def _bias(self, d, length):
+            return np.where(d < 3, math.log(2), 0.0)
+
+        def _weight_sum(self, lo, hi, length, dps):
+            return mpmath.mpf(2 * max(0, min(hi, 3) - lo) + max(0, hi - max(lo, 3)))
+
+        def _weight_sum_arb(self, lo, hi):
+            if hi is None:
+                return None
+            return flint.arb(2 * max(0, min(hi, 3) - lo) + max(0, hi - max(lo, 3)))
+
+        def classify(self):  # pragma: no cover - not used here
+            raise NotImplementedError
+
+    c = certified_masses(Step(), 2, 10)
+    # S_W = 2 + 2 = 4, T = 2 + 7 = 9: M = 4/13, D = 9/13 exactly (closed form by hand),
+    # as balls far tighter (300 bits) than the certified ones (128 bits)
+    with flint.ctx.workprec(300):
+        assert c.window_mass.contains(flint.arb(4) / 13)
+        assert c.distant_mass.contains(flint.arb(9) / 13)
+    assert c.window_mass.rel_accuracy_bits() >= 128
+    assert c.method.startswith("exact integers; working precision")
+    # the negative control: the same prior without arb_method has no certified mode
+    with pytest.raises(ValueError, match="certified masses are available for nope"):
+        certified_masses(dataclass(frozen=True)(type("Plain", (Step,), {"arb_method": None}))(),
+                         2, 10)

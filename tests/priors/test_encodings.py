@@ -383,3 +383,12 @@ def test_sandwich_heads_match_nemo_formula(num_heads, hidden):
 def test_sandwich_heads_bad_num_heads(bad):
     with pytest.raises(ValueError, match="num_heads"):
         sandwich_heads(bad, 64)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0, 16), (0, 5000), (7, 131), (100, 100), (90, 5000)])
+def test_t5_bucket_counts_match_counting_the_buckets_one_by_one(lo, hi):
+    # bucket_counts (bisection on the bucket starts, O(num_buckets)) against a bincount of
+    # t5_bucket over every distance: exact integers, so they must be equal
+    enc = T5Buckets(table=[0.0] * 32)
+    direct = np.bincount(t5_bucket(np.arange(lo, hi)), minlength=32).tolist()
+    assert enc.bucket_counts(lo, hi) == direct and sum(direct) == hi - lo

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from fractions import Fraction
 
 import flint
 import mpmath
@@ -26,14 +27,14 @@ from mpmath import mpf
 from priors.brackets import euler_maclaurin_bracket
 from priors.harmonic import (
     DEFAULT_DPS,
-    as_alpha,
-    as_count,
     harmonic_number,
     harmonic_number_arb,
     harmonic_tail,
     harmonic_tail_arb,
     power_sum,
+    power_sum_arb,
 )
+from priors.validation import as_count, as_real
 
 # Exponents aimed at the regime switches: alpha = 1 exactly (digamma), delta crossing
 # 1e-8 .. 1e-2 (cancellation of log10(1/delta) digits), both sides of 1, and alpha < 1.
@@ -275,7 +276,11 @@ def test_precision_is_an_argument() -> None:
         (lambda: power_sum(0, 5, 2, shift=0), "shift"),
         (lambda: harmonic_number_arb(10, 2, prec=8), "prec"),
         (lambda: as_count(-3, "window"), "window"),
-        (lambda: as_alpha(None, "rho"), "rho"),
+        (lambda: as_real(None, "rho"), "rho"),
+        (lambda: power_sum_arb(0, 5, 2, shift=0), "shift"),
+        (lambda: power_sum_arb(0, 5, 2, shift=flint.arb(-1)), "shift"),
+        (lambda: power_sum_arb(5, 3, 2), "hi"),
+        (lambda: power_sum_arb(0, 5, 2, prec=8), "prec"),
     ],
 )
 def test_bad_input_names_the_argument(call, name: str) -> None:
@@ -291,3 +296,80 @@ def test_imports_no_heavy_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# The shifted power sum in both back ends: the Arb ball must contain the mpmath value
+# computed at 20 more digits (an independent evaluation: mpmath zeta/digamma or direct
+# terms against Arb's), across the regime switches (64 direct terms, alpha = 1, near 1)
+# and for the KERPLE-log shift 1/r2 given as an exact fraction.
+@pytest.mark.parametrize(
+    ("lo", "hi", "alpha", "shift"),
+    [
+        (0, 64, 1.5, 1),
+        (3, 70, 1.5, Fraction(10, 3)),
+        (0, 10**12, 1, Fraction(1, 3)),
+        (7, 10**9, 1 + 2.0**-27, Fraction(5, 1)),
+        (0, 10**15, 0.5, Fraction(8, 7)),
+        (16, 4096, 2.0, 0.5),
+    ],
+)
+def test_power_sum_arb_contains_the_mpmath_value(lo, hi, alpha, shift) -> None:
+    ball = power_sum_arb(lo, hi, alpha, shift=shift, prec=100)
+    with mpmath.workdps(50):
+        q = shift
+        if isinstance(shift, Fraction):
+            q = mpmath.mpf(shift.numerator) / shift.denominator
+        ref = power_sum(lo, hi, alpha, shift=q, dps=50)
+    # 50 digits of the reference against 100 bits (30 digits) of the ball: the reference
+    # error (1e-49 relative) is far inside the ball's radius or its rounding
+    assert ball.rel_accuracy_bits() >= 100
+    lo_b, hi_b = ball.lower(), ball.upper()
+    with mpmath.workdps(50):
+        below = mpmath.mpf(lo_b.mid().str(60, radius=False))
+        above = mpmath.mpf(hi_b.mid().str(60, radius=False))
+        slack = abs(ref) * mpmath.mpf(10) ** -45  # decimal printing of the ends
+        assert below - slack <= ref <= above + slack
+
+
+def test_power_sum_arb_to_infinity_is_hurwitz_zeta() -> None:
+    # hi = None: the whole tail, against Arb's own zeta(alpha, lo + shift) (closed form)
+    ball = power_sum_arb(5, None, 1.5, shift=Fraction(1, 2), prec=120)
+    with flint.ctx.workprec(300):
+        ref = flint.arb(1.5).zeta(flint.arb(11) / 2)
+    assert ball.overlaps(ref) and ball.rel_accuracy_bits() >= 120
+    # summing to infinity needs a summable exponent: the negative control
+    with pytest.raises(ValueError, match="alpha must be > 1"):
+        power_sum_arb(0, None, 1, prec=64)
+
+
+def test_harmonic_tail_arb_is_power_sum_arb_at_shift_one() -> None:
+    # the named wrapper and the primitive are one code path: identical balls
+    for lo, hi, alpha in [(0, 10, 2.0), (5, 10**6, 1.1), (0, 10**12, 1)]:
+        a = harmonic_tail_arb(lo, hi, alpha, prec=80)
+        b = power_sum_arb(lo, hi, alpha, shift=1, prec=80)
+        assert a.mid() == b.mid() and a.rad() == b.rad()
+
+
+def test_guarded_computes_with_guard_digits_and_rounds_back() -> None:
+    # the decorator against the open-coded idiom it replaces (workdps(dps + guard), +value)
+    from priors.precision import guarded, rounded
+
+    seen = []
+
+    @guarded(7)
+    def f(x, *, dps=20):
+        seen.append(mpmath.mp.dps)
+        return mpmath.zeta(x), (mpmath.mpf(1) / 3,)
+
+    before = mpmath.mp.prec
+    value, (third,) = f(mpmath.mpf(3), dps=25)
+    assert seen == [32] and mpmath.mp.prec == before
+    with mpmath.workdps(32):
+        ref = mpmath.zeta(mpmath.mpf(3))
+    with mpmath.workdps(25):
+        assert value == +ref and third == +(mpmath.mpf(1) / 3)
+    # a value rounded to 25 digits is not the 32-digit one: the rounding really happened
+    with mpmath.workdps(32):
+        assert value != ref
+    assert f(mpmath.mpf(3))[0] == rounded(ref, 20)  # the default dps
+    assert rounded({"a": ref, "b": None}, 10)["b"] is None
