@@ -51,7 +51,7 @@ True
 
 from __future__ import annotations
 
-import json  # noqa: F401  (TRANSITIONAL: used by to_json again after the revert)
+import json
 import math
 import numbers
 import warnings
@@ -131,11 +131,9 @@ class CertifiedMasses:
             "certify_method": self.method,
         }
 
-    def to_json(self, digits: int, **json_kwargs: Any) -> Any:
+    def to_json(self, digits: int, **json_kwargs: Any) -> str:
         """``to_dict(digits)`` as a JSON string (``json.dumps`` keywords pass through)."""
-        # TRANSITIONAL (revert this commit at merge): priors/mass.py still reads the dict
-        # from ``to_json``; its two calls become ``to_dict``.
-        return self.to_dict(digits)
+        return json.dumps(self.to_dict(digits), **json_kwargs)
 
 
 def prec_for_digits(digits: int) -> int:

@@ -61,10 +61,6 @@ __all__ = [
     "power_sum_arb",
 ]
 
-# TRANSITIONAL (revert this commit at merge): priors/window.py still imports the old
-# private name; its import line becomes ``from priors.validation import check_dps``.
-_check_dps = check_dps
-
 #: Default working precision (decimal digits) of the mpmath back end.
 DEFAULT_DPS = 30
 #: Guard digits added on top of the requested precision.
