@@ -37,6 +37,7 @@ from priors.classify import Classification
 from priors.content_bounds import distant_mass_bounds, window_mass_bounds
 from priors.encodings.base import GUARD_DPS, Encoding, check_window_length, finite_param
 from priors.harmonic import DEFAULT_DPS
+from priors.precision import guarded
 
 __all__ = ["MassReport", "mass_report", "masses"]
 
@@ -151,19 +152,16 @@ def _check_score_bound(score_bound: object) -> float:
     return b
 
 
+@guarded(GUARD_DPS)
 def _masses_from_sums(
     s_w: mpmath.mpf, tail: mpmath.mpf, b: float, dps: int
 ) -> tuple[Pair, Pair, mpmath.mpf, mpmath.mpf]:
     """``masses`` from ``S_W`` and ``T`` (computed with ``GUARD_DPS`` guard digits),
     rounded to ``dps`` digits."""
-    with mpmath.workdps(dps + GUARD_DPS):
-        e = mpmath.exp(2 * mpmath.mpf(b))
-        m_br = window_mass_bounds(s_w, tail, e)
-        d_br = distant_mass_bounds(s_w, tail, e)
-        m = s_w / (s_w + tail)
-        d = tail / (s_w + tail)
-    with mpmath.workdps(dps):
-        return (+m_br[0], +m_br[1]), (+d_br[0], +d_br[1]), +m, +d
+    e = mpmath.exp(2 * mpmath.mpf(b))
+    m_br = window_mass_bounds(s_w, tail, e)
+    d_br = distant_mass_bounds(s_w, tail, e)
+    return m_br, d_br, s_w / (s_w + tail), tail / (s_w + tail)
 
 
 def mass_report(

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import mpmath
 
+from priors.precision import guarded
+
 __all__ = ["causal_ot_exact_mp"]
 
 _GUARD = 15
@@ -91,64 +93,67 @@ def causal_ot_exact_mp(scores: object, rho: object, *, dps: int = 30) -> list[li
     """
     if not isinstance(dps, int) or isinstance(dps, bool) or dps < 1:
         raise ValueError(f"dps must be a positive integer, got {dps!r}")
-    rows = _as_rows(scores)
+    return _solve_rows(_as_rows(scores), rho, dps=dps)
+
+
+@guarded(_GUARD)
+def _solve_rows(rows: list, rho: object, *, dps: int) -> list[list[mpmath.mpf]]:
+    """The rows of ``causal_ot_exact_mp`` at ``dps + _GUARD`` digits, rounded to ``dps``."""
     n = len(rows)
-    with mpmath.workdps(dps + _GUARD):
-        try:
-            r = mpmath.mpf(rho)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"rho must be a real number in [0, 1), got {rho!r}") from exc
-        if not mpmath.isfinite(r) or not 0 <= r < 1:
-            raise ValueError(f"rho must be finite and in [0, 1), got {rho!r}")
-        kappa = r / (1 - r)
-        eps = mpmath.mpf(10) ** (-(dps + _GUARD - 3))
-        col: list[mpmath.mpf] = [mpmath.mpf(0)] * n
-        out: list[list[mpmath.mpf]] = []
-        for i in range(n):
-            s: list[mpmath.mpf | None] = []
-            for j in range(i + 1):
-                v = rows[i][j]
-                if isinstance(v, float) and math.isnan(v):
-                    raise ValueError(f"scores[{i}][{j}] is NaN")
-                sv = mpmath.mpf(v)
-                if mpmath.isnan(sv) or sv == mpmath.inf:
-                    raise ValueError(f"scores[{i}][{j}] must be finite or -inf, got {v!r}")
-                s.append(None if sv == -mpmath.inf else sv)
-            if all(v is None for v in s):
-                raise ValueError(f"scores row {i} has every key masked")
-            keys = [j for j in range(i + 1) if s[j] is not None]
-            log_c = {j: (mpmath.log(col[j]) if col[j] > 0 else None) for j in keys}
-            if kappa == 0:
-                zeta = mpmath.log(mpmath.fsum(mpmath.exp(s[j]) for j in keys))
-                xs = {j: s[j] - zeta for j in keys}
-            else:
-                zeta = mpmath.log(mpmath.fsum(mpmath.exp(s[j]) for j in keys))
-                lo, hi = -mpmath.inf, mpmath.inf
-                for _ in range(500):
-                    xs = {j: _solve_key(s[j] - zeta, log_c[j], kappa, eps) for j in keys}
-                    a = {j: mpmath.exp(xs[j]) for j in keys}
-                    tot = mpmath.fsum(a.values())
-                    u = mpmath.log(tot)
-                    slope = mpmath.fsum(
-                        a[j] / (1 + kappa * a[j] / (col[j] + a[j])) for j in keys
-                    ) / tot
-                    b1, b2 = zeta + u, zeta + u / (1 - r)
-                    lo, hi = max(lo, min(b1, b2)), min(hi, max(b1, b2))
-                    new = zeta + u / slope
-                    if not lo <= new <= hi:
-                        new = (lo + hi) / 2
-                    done = abs(new - zeta) <= eps * (1 + abs(zeta))
-                    zeta = new
-                    if done:
-                        break
-                else:  # pragma: no cover
-                    raise RuntimeError(f"row {i}: normaliser iteration did not converge")
+    try:
+        r = mpmath.mpf(rho)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"rho must be a real number in [0, 1), got {rho!r}") from exc
+    if not mpmath.isfinite(r) or not 0 <= r < 1:
+        raise ValueError(f"rho must be finite and in [0, 1), got {rho!r}")
+    kappa = r / (1 - r)
+    eps = mpmath.mpf(10) ** (-(dps + _GUARD - 3))
+    col: list[mpmath.mpf] = [mpmath.mpf(0)] * n
+    out: list[list[mpmath.mpf]] = []
+    for i in range(n):
+        s: list[mpmath.mpf | None] = []
+        for j in range(i + 1):
+            v = rows[i][j]
+            if isinstance(v, float) and math.isnan(v):
+                raise ValueError(f"scores[{i}][{j}] is NaN")
+            sv = mpmath.mpf(v)
+            if mpmath.isnan(sv) or sv == mpmath.inf:
+                raise ValueError(f"scores[{i}][{j}] must be finite or -inf, got {v!r}")
+            s.append(None if sv == -mpmath.inf else sv)
+        if all(v is None for v in s):
+            raise ValueError(f"scores row {i} has every key masked")
+        keys = [j for j in range(i + 1) if s[j] is not None]
+        log_c = {j: (mpmath.log(col[j]) if col[j] > 0 else None) for j in keys}
+        if kappa == 0:
+            zeta = mpmath.log(mpmath.fsum(mpmath.exp(s[j]) for j in keys))
+            xs = {j: s[j] - zeta for j in keys}
+        else:
+            zeta = mpmath.log(mpmath.fsum(mpmath.exp(s[j]) for j in keys))
+            lo, hi = -mpmath.inf, mpmath.inf
+            for _ in range(500):
                 xs = {j: _solve_key(s[j] - zeta, log_c[j], kappa, eps) for j in keys}
-            tot = mpmath.fsum(mpmath.exp(xs[j]) for j in keys)
-            row = [mpmath.mpf(0)] * (i + 1)
-            for j in keys:
-                row[j] = mpmath.exp(xs[j]) / tot
-                col[j] += row[j]
-            out.append(row)
-    with mpmath.workdps(dps):  # round the guard digits away
-        return [[+v for v in row] for row in out]
+                a = {j: mpmath.exp(xs[j]) for j in keys}
+                tot = mpmath.fsum(a.values())
+                u = mpmath.log(tot)
+                slope = mpmath.fsum(
+                    a[j] / (1 + kappa * a[j] / (col[j] + a[j])) for j in keys
+                ) / tot
+                b1, b2 = zeta + u, zeta + u / (1 - r)
+                lo, hi = max(lo, min(b1, b2)), min(hi, max(b1, b2))
+                new = zeta + u / slope
+                if not lo <= new <= hi:
+                    new = (lo + hi) / 2
+                done = abs(new - zeta) <= eps * (1 + abs(zeta))
+                zeta = new
+                if done:
+                    break
+            else:  # pragma: no cover
+                raise RuntimeError(f"row {i}: normaliser iteration did not converge")
+            xs = {j: _solve_key(s[j] - zeta, log_c[j], kappa, eps) for j in keys}
+        tot = mpmath.fsum(mpmath.exp(xs[j]) for j in keys)
+        row = [mpmath.mpf(0)] * (i + 1)
+        for j in keys:
+            row[j] = mpmath.exp(xs[j]) / tot
+            col[j] += row[j]
+        out.append(row)
+    return out
