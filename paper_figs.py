@@ -205,7 +205,7 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
     batch_trace, batch_sweeps, op_trace = [], [], []
     for rho in rhos:
         res = batch_unbalanced_sinkhorn(zeros, rho)
-        batch_trace.append(float(diagonal_mass(res.plan)))
+        batch_trace.append(float(diagonal_mass(res.weights)))
         batch_sweeps.append(int(res.info.sweeps))
         op = causal_ot_attention(zeros, rho)
         op_trace.append(float(diagonal_mass(op.weights)))

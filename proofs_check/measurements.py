@@ -46,7 +46,7 @@ def named_map(operator: str) -> Callable[[torch.Tensor, float], torch.Tensor]:
     if operator == "causal_ot":
         return lambda s, rho: causal_ot_attention(s, rho, method="newton").weights
     if operator == "batch":
-        return lambda s, rho: batch_unbalanced_sinkhorn(s, rho).plan
+        return lambda s, rho: batch_unbalanced_sinkhorn(s, rho).weights
     raise ValueError(f"operator must be 'causal_ot', 'batch' or a callable, got {operator!r}")
 
 

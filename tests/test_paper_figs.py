@@ -207,7 +207,7 @@ def test_obstruction_values(quick_run: tuple[Path, dict]) -> None:
         method="sinkhorn", numItermax=100000, stopThr=1e-13)
     assert data["batch_trace"][0] == pytest.approx(np.trace(pot_plan) / n, abs=1e-9)
     # and directly from the library
-    plan = batch_unbalanced_sinkhorn(torch.zeros(n, n, dtype=torch.float64), rho).plan
+    plan = batch_unbalanced_sinkhorn(torch.zeros(n, n, dtype=torch.float64), rho).weights
     assert data["batch_trace"][0] == pytest.approx(float(torch.diagonal(plan).mean()), rel=1e-14)
     # Proposition 2.3: the operator's leak is zero (round-off at most), the batch plan's is not
     assert max(data["operator_leak"]) <= 1e-12

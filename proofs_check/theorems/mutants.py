@@ -32,7 +32,6 @@ import torch
 from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
 from proofs_check.operators.causal_ot import (
     CausalOTResult,
-    ConvergenceInfo,
     causal_ot_attention,
     stream_causal_ot,
 )
@@ -104,9 +103,7 @@ def batch_plan_as_operator(scores: torch.Tensor, rho: float, *, method: str = "a
     if tol is not None:  # the batch solver refuses tolerances below the dtype's resolution
         tol = max(tol, torch.finfo(scores.dtype).eps)
     res = batch_unbalanced_sinkhorn(scores, rho, tol=tol, max_iter=max_iter)
-    info = ConvergenceInfo("batch_uot", res.info.sweeps, res.info.residual,
-                           res.info.converged, res.info.tol)
-    return CausalOTResult(res.plan, info, None)
+    return CausalOTResult(res.weights, res.info, res.log_potentials)  # one vocabulary
 
 
 def late_rows_mixed(eps: float = 1e-6, start: int | None = None) -> Callable[..., CausalOTResult]:
@@ -242,13 +239,13 @@ def noncausal_batch_plan(scores: torch.Tensor, rho: float, *, tol: float | None 
             break
     f = -torch.logsumexp(s + g.unsqueeze(-2), dim=-1)
     plan = torch.exp(s + f.unsqueeze(-1) + g.unsqueeze(-2)).to(scores.dtype)
-    return SimpleNamespace(plan=plan)
+    return SimpleNamespace(weights=plan)
 
 
 @_named("prefix-consistent operator")
 def operator_as_batch_plan(scores: torch.Tensor, rho: float, **_: Any) -> Any:
-    """The prefix-consistent operator in the batch plan's place (``.plan``)."""
-    return SimpleNamespace(plan=causal_ot_attention(scores, rho, method="newton").weights)
+    """The prefix-consistent operator in the batch plan's place (``.weights``)."""
+    return SimpleNamespace(weights=causal_ot_attention(scores, rho, method="newton").weights)
 
 
 def scaled_scores(factor: float) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -82,7 +82,7 @@ def check_identity_collapse(
     for rho in rhos:
         res = system.batch_plan(scores, rho, tol=tol_iter,
                                 max_iter=max(10_000, int(60 / (1 - rho))))
-        plan = res.plan.double().cpu()
+        plan = res.weights.double().cpu()
         deficit = 1 - diagonal_mass(plan)  # 1 - trace(P)/n, (cases,)
         col = plan.sum(-2)  # (cases, n)
         bound = (jj * (1 - col)).sum(-1) / n
@@ -132,7 +132,7 @@ def check_diagonal_mass(
     masses: dict[str, float] = {}
     worst = 0.0
     for rho in rhos:
-        plan = system.batch_plan(scores, rho, tol=plan_tol).plan.double().cpu()
+        plan = system.batch_plan(scores, rho, tol=plan_tol).weights.double().cpu()
         masses[str(rho)] = float(diagonal_mass(plan))
         worst = max(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
     return Measurement(

@@ -125,7 +125,7 @@ def check_batch_leak(
     worst = 0.0
     stats: dict[str, list[float]] = {}
     for rho in rhos:
-        values = prefix_leak(s, rho, lambda x, r: system.batch_plan(x, r, tol=plan_tol).plan,
+        values = prefix_leak(s, rho, lambda x, r: system.batch_plan(x, r, tol=plan_tol).weights,
                              [prefix]).cpu()
         got = (float(values.median()) if seeds % 2 else float(values.quantile(0.5)),
                float(values.min()), float(values.max()))

@@ -19,7 +19,7 @@ Parts (``None`` = the project's own):
     it (the rows of the dense substituted operator), so substituting the operator
     substitutes it everywhere the checks compute it.
 ``batch_plan``
-    ``(scores, rho, *, tol=..., max_iter=...) -> result`` with ``.plan``:
+    ``(scores, rho, *, tol=..., max_iter=...) -> result`` with ``.weights`` (the plan):
     ``batch_unbalanced_sinkhorn`` (THEORY §1).
 ``biased_softmax``
     ``(scores, bias) -> attention``: ``proofs_check.operators.biases.softmax_with_bias``.

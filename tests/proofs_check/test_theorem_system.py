@@ -56,7 +56,7 @@ def test_bias_off_by_one_reads_distance_plus_one():
 
 def test_noncausal_batch_plan_is_row_stochastic_and_not_causal():
     s = torch.randn(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    plan = mutants.noncausal_batch_plan(s, 0.9).plan
+    plan = mutants.noncausal_batch_plan(s, 0.9).weights
     assert torch.allclose(plan.sum(-1), torch.ones(10, dtype=torch.float64), atol=1e-12)
     assert plan.triu(1).abs().max() > 1e-3
 

@@ -121,7 +121,7 @@ def test_pot_ours_newton_and_theory_agree_on_the_diagonal_mass(rho):
     # 1e-9, far inside THEORY's half-digit 5e-6.
     pot = _pot_diagonal_mass(rho)
     ours = float(batch_unbalanced_sinkhorn(torch.zeros(N_DIAG, N_DIAG, dtype=torch.float64),
-                                           rho, tol=1e-12).plan.diagonal().mean())
+                                           rho, tol=1e-12).weights.diagonal().mean())
     assert abs(pot - ours) <= 1e-9, (pot, ours)
     assert abs(pot - THEORY_DIAGONAL_MASS[rho]) <= MASS_TOL, (pot, THEORY_DIAGONAL_MASS[rho])
     assert abs(_newton_diagonal_masses()[rho] - pot) <= 1e-9
@@ -176,8 +176,8 @@ def test_registered_leak_check_and_pot_agree():
     s = _theory_scores()[0]
     full, part = _pot_plan(s, 0.9, thr=1e-15), _pot_plan(s[:32, :32], 0.9, thr=1e-15)
     pot_seed0 = float(np.abs(full[:32, :32] - part).max())
-    ours = batch_unbalanced_sinkhorn(torch.tensor(s), 0.9, tol=1e-13).plan
-    ours_part = batch_unbalanced_sinkhorn(torch.tensor(s[:32, :32]), 0.9, tol=1e-13).plan
+    ours = batch_unbalanced_sinkhorn(torch.tensor(s), 0.9, tol=1e-13).weights
+    ours_part = batch_unbalanced_sinkhorn(torch.tensor(s[:32, :32]), 0.9, tol=1e-13).weights
     ours_seed0 = float((ours[:32, :32] - ours_part).abs().max())
     assert abs(pot_seed0 - ours_seed0) <= 1e-8, (pot_seed0, ours_seed0)
     assert r.details["leak_median_min_max_by_rho"]["0.9"][1] <= ours_seed0 + 1e-12
