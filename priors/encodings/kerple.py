@@ -28,7 +28,7 @@ import mpmath
 import numpy as np
 
 from priors.classify import Classification
-from priors.encodings.base import GUARD_DPS, Encoding, positive_param
+from priors.encodings.base import GUARD_DPS, Encoding, FewerDigitsWarning, positive_param
 from priors.harmonic import exact_arb, power_sum, power_sum_arb
 from priors.precision import guarded, rounded
 
@@ -175,7 +175,7 @@ class KerplePower(Encoding):
     losses are measured and the integral re-evaluated with that many extra bits.
 
     Every sum also returns its relative error bound (``relative_error``); the masses'
-    ``digits`` (``mass_digits``) are derived from it, and a ``RuntimeWarning`` is issued
+    ``digits`` (``mass_digits``) are derived from it, and a ``FewerDigitsWarning`` is issued
     when it exceeds ``10^-dps``: nothing is silently truncated.
     """
 
@@ -319,7 +319,7 @@ class KerplePower(Encoding):
             warnings.warn(
                 f"kerple-power sum: the stated error bound {mpmath.nstr(rel, 3)} "
                 f"(relative) exceeds 10^-{dps}",
-                RuntimeWarning,
+                FewerDigitsWarning,
                 stacklevel=5,
             )
         return value, rel
@@ -367,7 +367,7 @@ class KerplePower(Encoding):
         ``e_S + e_inf``."""
         work = dps + GUARD_DPS
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore", FewerDigitsWarning)
             errs = [
                 self.relative_error(0, window, work),
                 self.relative_error(window, length, work) if length > window else 0,

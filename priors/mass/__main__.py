@@ -235,8 +235,6 @@ def _main(argv: Sequence[str] | None) -> int:
         # the digits a float64-backed or bound-limited sum carries are printed as
         # `digits`: say so in the output, do not warn about it
         warnings.simplefilter("ignore", FewerDigitsWarning)
-        # kerple-power's error-bound warning, until it is raised as FewerDigitsWarning
-        warnings.filterwarnings("ignore", message="kerple-power sum.*")
         reports = [
             mass_report(enc, args.window, n, score_bound=args.score_bound, dps=args.dps)
             for n in args.length

@@ -15,7 +15,8 @@ import pytest
 
 from priors.encodings import KerplePower, Sandwich
 from priors.encodings import kerple as kerple_mod
-from priors.window import mass_report
+from priors.encodings.base import FewerDigitsWarning
+from priors.mass import mass_report
 
 
 def _direct_kerple_power(r1: float, r2: float, window: int, length: int, dps: int = 60):
@@ -74,7 +75,7 @@ def test_kerple_power_lowers_its_digits_when_the_bound_is_not_met(monkeypatch):
     # rigorous remainder bound cannot reach 10^-30; the report must then claim fewer
     # digits, and the digits it claims must still be right
     monkeypatch.setattr(kerple_mod, "_EM_MAX_TERMS", 2)
-    with pytest.warns(RuntimeWarning, match="error bound"):
+    with pytest.warns(FewerDigitsWarning, match="error bound"):
         r = mass_report(KerplePower(1e-6, 0.9), 8, 4096, dps=30)
     assert 1 <= r.digits < 30
     ref_m, _ = _direct_kerple_power(1e-6, 0.9, 8, 4096)
