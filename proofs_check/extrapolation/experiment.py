@@ -214,7 +214,7 @@ def run_experiment(
             )
         variants[name] = summary
     return {
-        "experiment": "length extrapolation (issue 15); docs/extrapolation.md",
+        "experiment": "length extrapolation; docs/extrapolation.md",
         "config": {**asdict(cfg), "train_length": cfg.train_length},
         "device": str(dev),
         "dtype": "float32 (model), float64 (masses and sums)",

@@ -19,6 +19,7 @@ the measured window mass and for the content-score bracket of Theorem 3.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -84,8 +85,13 @@ class ModelConfig:
         if v.kind in ("logd", "margin") and self.exponent is None:
             raise ValueError(f"exponent is required for variant {self.variant!r}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict (what the run key hashes)."""
         return asdict(self)
+
+    def to_json(self, **json_kwargs: Any) -> str:
+        """``json.dumps(self.to_dict(), **json_kwargs)``."""
+        return json.dumps(self.to_dict(), **json_kwargs)
 
 
 class PositionalBias(nn.Module):

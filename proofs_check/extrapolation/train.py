@@ -85,7 +85,7 @@ def batch_at(
 def run_key(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus_fp: str) -> str:
     """16 hex digits identifying a run (architecture, variant, optimisation, corpus)."""
     blob = json.dumps(
-        {"model": model_cfg.to_json(), "train": asdict(train_cfg), "corpus": corpus_fp},
+        {"model": model_cfg.to_dict(), "train": asdict(train_cfg), "corpus": corpus_fp},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

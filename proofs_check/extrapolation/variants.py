@@ -34,7 +34,7 @@ __all__ = [
     "parse_variant",
 ]
 
-#: The full sweep of issue 15 (the OT operator variants are opt-in, see OPT_IN_VARIANTS).
+#: The full sweep (the OT operator variants are opt-in, see OPT_IN_VARIANTS).
 DEFAULT_VARIANTS = (
     "nope",
     "rope",
