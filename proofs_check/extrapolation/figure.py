@@ -52,8 +52,15 @@ def plot_fig7(data: Mapping[str, Any], fig: Any) -> None:
     narrow = fig.get_figwidth() < 6
     ax_l, ax_m = fig.subplots(2, 1) if narrow else fig.subplots(1, 2)
     handles = []
+    n_var = len(data["variants"])
+    if n_var > 10:  # the default cycle repeats after 10: take distinct colours from tab20
+        from matplotlib import colormaps
+
+        palette = [colormaps["tab20"](k % 20) for k in range(n_var)]
+    else:
+        palette = [f"C{k}" for k in range(n_var)]
     for i, (name, d) in enumerate(data["variants"].items()):
-        c = f"C{i % 10}"
+        c = palette[i]
         ls = "-" if d["class"] == "summable" else "-."
         h = ax_l.errorbar(d["length"], d["change"], yerr=d["se"], marker="o", ms=2, color=c,
                           ls=ls, capsize=2, lw=1, label=f"{name} ({d['class']})")
@@ -82,7 +89,9 @@ def fig7(results: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     FigureCanvasAgg(fig)
     data = fig7_data(results)
     plot_fig7(data, fig)
-    fig.suptitle(f"Length extrapolation ({data['preset']} run, {len(data['seeds'])} seeds)")
+    n_seeds = len(data["seeds"])
+    fig.suptitle(f"Length extrapolation ({data['preset']} run, {n_seeds} "
+                 f"seed{'s' if n_seeds != 1 else ''})")
     out = Path(path)
     fig.savefig(out)
     return out
