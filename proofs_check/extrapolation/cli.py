@@ -59,7 +59,7 @@ def _parser() -> _Parser:
                 "class (THEORY.md §5, §7) predict how a trained model extrapolates?")
     p.add_argument("--quick", action="store_true", help="the ~10-minute preset")
     p.add_argument("--variants", type=_names, help="comma-separated variant names "
-                   "(default: the preset's; ot-R variants only when named)")
+                   "(default: the preset's)")
     p.add_argument("--seeds", type=_seeds, help="comma-separated seeds (default 0,1,2)")
     p.add_argument("--steps", type=_positive, help="training steps per run")
     p.add_argument("--windows", type=_positive, help="held-out windows (paired design)")

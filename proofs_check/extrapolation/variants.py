@@ -28,13 +28,12 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "DEFAULT_VARIANTS",
-    "OPT_IN_VARIANTS",
     "QUICK_VARIANTS",
     "Variant",
     "parse_variant",
 ]
 
-#: The full sweep (the OT operator variants are opt-in, see OPT_IN_VARIANTS).
+#: The full sweep, the causal OT operator at two values of rho included.
 DEFAULT_VARIANTS = (
     "nope",
     "rope",
@@ -48,11 +47,11 @@ DEFAULT_VARIANTS = (
     "margin-0.1",
     "margin-0.01",
     "logd-2",
+    "ot-0.3",
+    "ot-0.6",
 )
 #: The ``--quick`` subset: two diluting, two summable, the margin exponent.
 QUICK_VARIANTS = ("nope", "rope", "alibi", "logd-0.8", "margin-0.1", "logd-2")
-#: Run only when named with ``--variants`` (the operator's backward is still being sped up).
-OPT_IN_VARIANTS = ("ot-0.3", "ot-0.6")
 
 _NUM = r"(\d+(?:\.\d+)?)"
 
@@ -93,7 +92,7 @@ def parse_variant(name: str) -> Variant:
     m = re.fullmatch(r"(logd|margin|ot)-" + _NUM, name)
     if m is None:
         raise ValueError(
-            f"variant must be one of {', '.join(DEFAULT_VARIANTS + OPT_IN_VARIANTS)} "
+            f"variant must be one of {', '.join(DEFAULT_VARIANTS)} "
             f"(logd-A, margin-T, ot-R with a number), got {name!r}"
         )
     kind, value = m.group(1), float(m.group(2))

@@ -153,6 +153,21 @@ def test_growth_prediction_fails_when_measured_mass_drifts_from_the_prior():
         assert len(growth) == 1 and growth[0].holds is want
 
 
+def test_ot_variants_are_checked_against_their_constant_score_prior():
+    """The causal OT variants get the diluting predictions of their CausalOTPrior (Theorem 2);
+    negative control: an OT model that keeps its window mass fails the mass claim."""
+    def ot(m1):
+        ev = _fake_eval([2.0] * 3, [2.5, 2.4, 2.6], 0.5, m1, 0.5, 0.12)
+        ev["priors"] = [{"name": "causal-ot", "params": {"rho": 0.3}, "class": "dilutes"}]
+        return ev
+
+    for m1, want in ((0.1, True), (0.48, False)):
+        res = {"variants": {"ot-0.3": summarize_variant([ot(m1), ot(m1)])}}
+        preds = check_predictions(res)
+        assert len(preds) == 2 and preds[1].holds  # degrades: +0.5 bits/byte, G = 0.38
+        assert preds[0].claim.startswith("window mass lost") and preds[0].holds is want
+
+
 def test_write_json_atomic_leaves_no_partial_file(tmp_path):
     out = tmp_path / "r.json"
     write_json_atomic({"a": 1}, out)
