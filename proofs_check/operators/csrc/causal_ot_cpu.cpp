@@ -46,7 +46,7 @@ inline T from_bits(typename Bits<T>::U u) {
 }
 
 // exp(x); returns 0 below the normal range (x < log(min normal)), +inf never (clamped).
-inline double fexp(double x) {
+__attribute__((always_inline)) inline double fexp(double x) {
   const double lo = -708.3, hi = 709.7;
   double xc = x < lo ? lo : (x > hi ? hi : x);
   const double shifter = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
@@ -74,7 +74,7 @@ inline double fexp(double x) {
   return x < lo ? 0.0 : y;
 }
 
-inline float fexp(float x) {
+__attribute__((always_inline)) inline float fexp(float x) {
   const float lo = -87.3f, hi = 88.7f;
   float xc = x < lo ? lo : (x > hi ? hi : x);
   const float shifter = 12582912.0f;  // 1.5 * 2^23
@@ -97,7 +97,7 @@ inline float fexp(float x) {
 }
 
 // log(x) for x >= min normal (callers clamp); log(m 2^e) = e log 2 + 2 atanh((m-1)/(m+1)).
-inline double flog(double x) {
+__attribute__((always_inline)) inline double flog(double x) {
   std::uint64_t u = to_bits(x);
   std::uint64_t eb = u >> 52;  // biased exponent (x > 0)
   double m = from_bits<double>((u & 0x000FFFFFFFFFFFFFULL) | 0x3FF0000000000000ULL);
@@ -123,7 +123,7 @@ inline double flog(double x) {
   return e * 6.93147180369123816490e-01 + (e * 1.90821492927058770002e-10 + 2.0 * f * p);
 }
 
-inline float flog(float x) {
+__attribute__((always_inline)) inline float flog(float x) {
   std::uint32_t u = to_bits(x);
   std::uint32_t eb = u >> 23;
   float m = from_bits<float>((u & 0x007FFFFFU) | 0x3F800000U);
@@ -169,8 +169,8 @@ struct Work {
     a.resize(m); ld.resize(m);
     ns.resize(kMaxNear); nc.resize(kMaxNear); nlc.resize(kMaxNear); nx.resize(kMaxNear);
     idx.resize(m);
-    fresh.reserve(16);
-    near.reserve(64);
+    fresh.resize(m);
+    near.resize(m);
   }
 };
 
@@ -252,55 +252,87 @@ void solve_safe(std::int64_t m, const T* s, const T* c, const T* lc, T* x, T& ze
   st.ok = st.resid <= tol;
 }
 
-// Small-argument expm1 and log1p (|d| <= 1/8, |u| <= 0.134): Taylor to degree 12 and 17 in
-// float64 (truncation below 1e-16 relative; degree 7 and 9 in float32, below 1e-9); used to update a_j = e^{x_j} and log(C_j + a_j) along
-// small Newton steps without fresh transcendentals (range reduction, division).
-template <typename T>
-inline T expm1_small(T d) {
-  if constexpr (std::is_same<T, float>::value) {  // degree 7: truncation < 1e-11 relative
-    T p = T(1.0 / 5040.0);
-    p = p * d + T(1.0 / 720.0);
-    p = p * d + T(1.0 / 120.0);
-    p = p * d + T(1.0 / 24.0);
-    p = p * d + T(1.0 / 6.0);
-    p = p * d + T(0.5);
-    p = p * d + T(1);
-    return p * d;
-  } else {
-    T p = T(1.0 / 479001600.0);
-    p = p * d + T(1.0 / 39916800.0);
-    p = p * d + T(1.0 / 3628800.0);
-    p = p * d + T(1.0 / 362880.0);
-    p = p * d + T(1.0 / 40320.0);
-    p = p * d + T(1.0 / 5040.0);
-    p = p * d + T(1.0 / 720.0);
-    p = p * d + T(1.0 / 120.0);
-    p = p * d + T(1.0 / 24.0);
-    p = p * d + T(1.0 / 6.0);
-    p = p * d + T(0.5);
-    p = p * d + T(1);
-    return p * d;
+// Small-argument expm1 and log1p, used to update a_j = e^{x_j} and log(C_j + a_j) along small
+// Newton steps without fresh transcendentals (range reduction, division). Three levels by the
+// largest step |d| of the pass (kPolyLimit), Taylor degrees chosen so that the truncation
+// |d|^n / (n+1)! (expm1) and |u|^n / (n+1) (log1p, |u| <= expm1(|d|)) stays below 2^-53
+// relative in float64 and 2^-24 in float32:
+//   level 1: |d| <= 1/8    float64 degrees 10 / 17 (2.3e-17, 8e-17)   float32 7 / 9
+//   level 2: |d| <= 2^-6   float64 degrees  7 /  9 (5.6e-18, 6e-18)   float32 4 / 4
+//   level 3: |d| <= 2^-12  float64 degrees  4 /  5 (3e-17, 1.4e-19)   float32 2 / 2
+constexpr double kPolyLimit[4] = {0.0, 1.0 / 8.0, 1.0 / 64.0, 1.0 / 4096.0};
+
+template <typename T, int LEVEL>
+struct PolyDeg {
+  static constexpr bool f32 = std::is_same<T, float>::value;
+  static constexpr int e = LEVEL == 1 ? (f32 ? 7 : 10) : LEVEL == 2 ? (f32 ? 4 : 7) : (f32 ? 2 : 4);
+  static constexpr int l = LEVEL == 1 ? (f32 ? 9 : 17) : LEVEL == 2 ? (f32 ? 4 : 9) : (f32 ? 2 : 5);
+};
+
+// Taylor coefficients as compile-time tables (so the Horner loops unroll inside SIMD loops)
+template <int DEG>
+struct Coef {
+  double e[DEG + 1] = {};  // e[k] = 1 / k!
+  double l[DEG + 1] = {};  // l[k] = (-1)^{k+1} / k
+  constexpr Coef() {
+    double f = 1.0;
+    for (int k = 1; k <= DEG; ++k) {
+      f /= k;
+      e[k] = f;
+      l[k] = (k % 2 ? 1.0 : -1.0) / k;
+    }
   }
+};
+
+template <typename T, int DEG>
+inline T expm1_poly(T d) {  // sum_{k=1}^{DEG} d^k / k!, Horner
+  constexpr Coef<DEG> c{};
+  T p = T(c.e[DEG]);
+#pragma GCC unroll 20
+  for (int k = DEG - 1; k >= 1; --k) p = p * d + T(c.e[k]);
+  return p * d;
 }
-template <typename T>
-inline T log1p_small(T u) {
-  constexpr int deg = std::is_same<T, float>::value ? 9 : 17;  // float: < 1e-9 relative
-  T p = T(1.0 / deg);
-  for (int k = deg - 1; k >= 1; --k) p = p * u + T((k % 2 ? 1.0 : -1.0) / k);
+template <typename T, int DEG>
+inline T log1p_poly(T u) {  // sum_{k=1}^{DEG} (-1)^{k+1} u^k / k, Horner
+  constexpr Coef<DEG> c{};
+  T p = T(c.l[DEG]);
+#pragma GCC unroll 20
+  for (int k = DEG - 1; k >= 1; --k) p = p * u + T(c.l[k]);
   return p * u;
 }
-
-constexpr double kPolyStep = 1.0 / 8.0;  // largest step taken with the polynomial updates
+template <typename T, int LEVEL = 1>
+inline T expm1_small(T d) { return expm1_poly<T, PolyDeg<T, LEVEL>::e>(d); }
+template <typename T, int LEVEL = 1>
+inline T log1p_small(T u) { return log1p_poly<T, PolyDeg<T, LEVEL>::l>(u); }
 
 struct PassSums {
   double sum_a, sum_p, sum_pr, mdx, mall;
 };
 
+// The largest |x_new - x_old| the next newton_pass will take (same step and clamp).
+template <typename T>
+double max_key_step(std::int64_t m, const Work<T>& w, T omr, T dz, T nz) {
+  const T* __restrict s = w.s.data();
+  const T* __restrict q = w.q.data();
+  const T* __restrict x = w.x.data();
+  const T* __restrict r = w.r.data();
+  const T* __restrict gi = w.gi.data();
+  T mall = 0;
+#pragma omp simd reduction(max : mall)
+  for (std::int64_t j = 0; j < m; ++j) {
+    const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
+    const T xn = std::min(x[j] - (r[j] + dz) * gi[j], ub);
+    mall = std::max(mall, std::abs(xn - x[j]));
+  }
+  return double(mall);
+}
+
 // One merged Newton pass: apply the step (dx_j = -(r_j + dz) g_j^{-1}, clamped to the upper
 // bound of the root at the new zeta nz), then evaluate the new iterate (a_j, log D_j, 1/g_j,
 // r_j) and the sums of the next step. POLY: update a_j and log D_j from the old values with
-// expm1/log1p polynomials (valid for |step| <= kPolyStep, checked by the caller through mall).
-template <typename T, bool POLY>
+// expm1/log1p polynomials of level POLY (valid for |step| <= kPolyLimit[POLY], checked by the
+// caller through mall); POLY = 0: fresh exp/log.
+template <typename T, int POLY>
 PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T floor_x) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
@@ -322,10 +354,10 @@ PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T f
     const bool old = c[j] > 0;
     T an, ldn;
     if (POLY) {
-      const T e = expm1_small(d);
+      const T e = expm1_small<T, POLY>(d);
       const T ae = a[j] * e;
       an = a[j] + ae;
-      ldn = old ? ld[j] + log1p_small(ae / (c[j] + a[j])) : xn;
+      ldn = old ? ld[j] + log1p_small<T, POLY>(ae / (c[j] + a[j])) : xn;
     } else {
       an = fexp(xn);
       ldn = old ? flog(std::max(c[j] + an, Lim<T>::tiny)) : xn;
@@ -372,9 +404,12 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     q[j] = qj;
     qmax = std::max(qmax, c[j] > 0 ? qj : -inf);
   }
-  w.fresh.clear();
-  for (std::int64_t j = 0; j < m; ++j)
-    if (!(c[j] > 0)) w.fresh.push_back(j);
+  std::int64_t* __restrict fresh = w.fresh.data();
+  std::int64_t nf = 0;  // fresh keys (C_j = 0): the diagonal, and keys never given mass
+  for (std::int64_t j = 0; j < m; ++j) {  // branchless: write every index, advance on a hit
+    fresh[nf] = j;
+    nf += !(c[j] > 0);
+  }
   T P = -inf;
   if (qmax > -inf) {
     T acc = 0;
@@ -385,11 +420,11 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   // zeta: scalar Newton on g(z) = log(e^{P - z} + sum_fresh e^{(1-rho)(s_f - z)}) = 0; g is
   // convex and decreasing, so after the first step the iterates increase monotonically.
   T zeta = P;
-  for (std::int64_t f : w.fresh) zeta = std::max(zeta, s[f]);
+  for (std::int64_t k = 0; k < nf; ++k) zeta = std::max(zeta, s[fresh[k]]);
   for (int k = 0; k < 60; ++k) {
     T e_old = (P > -inf) ? std::exp(P - zeta) : T(0);
     T e_new = 0;
-    for (std::int64_t f : w.fresh) e_new += std::exp(omr * (s[f] - zeta));
+    for (std::int64_t k = 0; k < nf; ++k) e_new += std::exp(omr * (s[fresh[k]] - zeta));
     const T tot = e_old + e_new;
     const T dz = std::log(tot) * tot / (e_old + omr * e_new);
     zeta += dz;
@@ -407,22 +442,23 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   // few, solve them exactly inside a nested Newton iteration on zeta (the far keys' sum stays
   // the closed form e^{P_far - zeta}); the joint Newton then starts close to the root.
   if (qmax > -inf) {
-    w.near.clear();
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
-    for (std::int64_t j = 0; j < m; ++j)
-      if (c[j] > 0 && q[j] - lc[j] > near_cut) w.near.push_back(j);
-    const std::size_t nn = w.near.size();
-    if (nn > 0 && std::int64_t(nn) <= kMaxNear) {
+    std::int64_t* __restrict near = w.near.data();
+    std::int64_t nn = 0;
+    for (std::int64_t j = 0; j < m; ++j) {  // branchless, as for the fresh keys
+      near[nn] = j;
+      nn += (c[j] > 0 && q[j] - lc[j] > near_cut);
+    }
+    if (nn > 0 && nn <= kMaxNear) {
       T acc_all = std::exp(P - qmax), acc_near = 0;
-      for (std::int64_t j : w.near) acc_near += std::exp(q[j] - qmax);
+      for (std::int64_t k = 0; k < nn; ++k) acc_near += std::exp(q[near[k]] - qmax);
       T acc_far = acc_all - acc_near;
       if (acc_far < T(0.5) * acc_all) {  // cancellation: sum the far keys directly
-        acc_far = 0;
-        std::size_t k = 0;
-        for (std::int64_t j = 0; j < m; ++j) {
-          if (k < nn && w.near[k] == j) { ++k; continue; }
-          if (c[j] > 0) acc_far += std::exp(q[j] - qmax);
-        }
+        T acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (std::int64_t j = 0; j < m; ++j)  // the far keys: old, not above near_cut
+          acc += (c[j] > 0 && !(q[j] - lc[j] > near_cut)) ? fexp(q[j] - qmax) : T(0);
+        acc_far = acc;
       }
       const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
       // the start needs ~1e-7 (float64) / 1e-4 (float32, near its resolution): one joint
@@ -435,7 +471,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
       T* __restrict nx = w.nx.data();
       const std::int64_t nk = std::int64_t(nn);
       for (std::int64_t k = 0; k < nk; ++k) {
-        const std::int64_t j = w.near[k];
+        const std::int64_t j = near[k];
         ns[k] = s[j];
         nc[k] = c[j];
         nlc[k] = lc[j];
@@ -444,8 +480,8 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
       for (int outer = 0; outer < 12; ++outer) {
         T tot = (p_far > -inf) ? std::exp(p_far - zeta) : T(0);
         T slope = tot;
-        for (std::int64_t f : w.fresh) {
-          const T e = std::exp(omr * (s[f] - zeta));
+        for (std::int64_t kf = 0; kf < nf; ++kf) {
+          const T e = std::exp(omr * (s[fresh[kf]] - zeta));
           tot += e;
           slope += omr * e;
         }
@@ -484,22 +520,15 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
         zeta += dz;
         if (!(std::abs(dz) > T(1e-4) * (1 + std::abs(zeta)))) break;
       }
-      for (std::int64_t k = 0; k < nk; ++k) x[w.near[k]] = nx[k];
+      // far keys restart at the bound at the new zeta; near keys keep their root (below it)
 #pragma omp simd
-      for (std::int64_t j = 0; j < m; ++j) {
-        const T ub = std::min(q[j] - zeta, omr * (s[j] - zeta));
-        x[j] = std::min(x[j], ub);  // near keys keep their root (below the bound)
-      }
-      std::size_t k = 0;
-      for (std::int64_t j = 0; j < m; ++j) {  // far keys restart at the bound
-        if (k < nn && w.near[k] == j) { ++k; continue; }
-        x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
-      }
+      for (std::int64_t j = 0; j < m; ++j) x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+      for (std::int64_t k = 0; k < nk; ++k) x[near[k]] = std::min(x[near[k]], nx[k]);
     }
   }
   const T floor_x = counted_floor<T>(T(tol));
   // first evaluation at the start (a zero step)
-  PassSums ps = newton_pass<T, false>(m, w, kappa, omr, T(0), zeta, floor_x);
+  PassSums ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), zeta, floor_x);
 
   // --- joint Newton on (x, zeta), every iterate clamped to the per-key upper bound of its
   // root, min(s_j - zeta - kappa log C_j, (1-rho)(s_j - zeta)); each pass applies one step
@@ -511,16 +540,22 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   for (it = 1; it <= joint_max; ++it) {
     const T dz = T((ps.sum_a - 1.0 - ps.sum_pr) / ps.sum_p);
     const T nz = zeta + dz;
-    // polynomial updates, optimistically (the start is close: steps are small); if a key
-    // moved too far for the polynomials, re-evaluate a and log D with fresh exp/log
-    const bool poly = std::abs(double(dz)) <= kPolyStep;
-    ps = poly ? newton_pass<T, true>(m, w, kappa, omr, dz, nz, floor_x)
-              : newton_pass<T, false>(m, w, kappa, omr, dz, nz, floor_x);
-    if (poly && ps.mall > kPolyStep) {
+    // polynomial updates where every key's step allows them: the largest step of this pass,
+    // found by a scan without transcendentals, picks the level (kPolyLimit); fresh exp/log
+    // beyond 1/8. The pass re-checks (mall) in case rounding moved a key across the limit.
+    const double dmax = max_key_step<T>(m, w, omr, dz, nz);
+    const int poly = dmax <= kPolyLimit[3] ? 3 : dmax <= kPolyLimit[2] ? 2
+                     : dmax <= kPolyLimit[1] ? 1 : 0;
+    ps = poly == 3 ? newton_pass<T, 3>(m, w, kappa, omr, dz, nz, floor_x)
+         : poly == 2 ? newton_pass<T, 2>(m, w, kappa, omr, dz, nz, floor_x)
+         : poly == 1 ? newton_pass<T, 1>(m, w, kappa, omr, dz, nz, floor_x)
+                     : newton_pass<T, 0>(m, w, kappa, omr, dz, nz, floor_x);
+    if (poly && ps.mall > kPolyLimit[poly]) {
       for (std::int64_t j = 0; j < m; ++j) { r[j] = 0; gi[j] = 0; }
-      const double mdx = ps.mdx;
-      ps = newton_pass<T, false>(m, w, kappa, omr, T(0), nz, floor_x);
+      const double mdx = ps.mdx, mall = ps.mall;
+      ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), nz, floor_x);
       ps.mdx = mdx;
+      ps.mall = mall;
     }
     zeta = nz;
     const double step = std::max(double(std::abs(dz)), ps.mdx);
@@ -571,7 +606,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     gi[j] = 0;
     q[j] = inf;  // only the (1-rho)(s_j - zeta) bound clamps here: the root satisfies it
   }
-  ps = newton_pass<T, false>(m, w, kappa, omr, T(0), zeta, floor_x);
+  ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), zeta, floor_x);
   return T(ps.sum_a);
 }
 
@@ -584,12 +619,13 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   // row shift (Proposition 2.4): scores relative to the row max, so exp never overflows and
   // a constant shift changes nothing; a difference that overflows is -inf (weight 0).
   const T inf = std::numeric_limits<T>::infinity();
-  T smax = -inf;
+  T smax = -inf, smin = inf;
   bool nan = false;
   for (std::int64_t j = 0; j < l; ++j) {
     const T v = srow[j];
     nan = nan || (v != v);
     smax = v > smax ? v : smax;
+    smin = v < smin ? v : smin;
   }
   if (nan || smax == inf || smax == -inf) {  // the caller raises ValueError
     st.bad = nan ? 1 : (smax == inf ? 2 : 3);
@@ -600,7 +636,20 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   const T cut = -(Lim<T>::under + std::log(T(l)) + T(4)) / omr;  // weight < e^{-under}
   std::int64_t m = 0;
   T s_abs = 0;
-  for (std::int64_t j = 0; j < l; ++j) {
+  if (smin - smax > cut) {  // every key survives (no mask): a contiguous copy
+    T* __restrict ws = w.s.data();
+    T* __restrict wc = w.c.data();
+    T* __restrict wl = w.lc.data();
+#pragma omp simd
+    for (std::int64_t j = 0; j < l; ++j) {
+      ws[j] = srow[j] - smax;
+      wc[j] = col[j];
+      wl[j] = lcol[j];
+    }
+    m = l;
+    s_abs = std::max(std::abs(smax), std::abs(smin));
+  }
+  for (std::int64_t j = 0; m < l && j < l; ++j) {
     const T v = srow[j] - smax;  // -inf for masked keys and overflowing differences
     out[j] = 0;
     if (v > cut) {
@@ -622,17 +671,36 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   const T dinv = inv - T(1);
   // normalise; the new column mass C' = C + a/tot = D + a (1/tot - 1) and its log from
   // log D by one log1p step (|a (1/tot - 1) / D| <= |1/tot - 1|, tiny at convergence)
+  // (level 3 when |1/tot - 1| <= 2^-12, as at convergence; level 1 up to 1/8; else fresh)
+  const T adinv = std::abs(dinv);
   auto new_log = [&](std::int64_t k) {
     const T dk = c[k] + a[k];
-    return dk > 0 ? ld[k] + log1p_small(a[k] * dinv / dk) : T(0);
+    return dk > 0 ? ld[k] + log1p_small<T, 1>(a[k] * dinv / dk) : T(0);
   };
-  if (all) {
+  if (all && adinv <= T(kPolyLimit[3])) {
+#pragma omp simd
+    for (std::int64_t j = 0; j < l; ++j) {
+      const T aj = a[j] * inv;
+      const T dk = c[j] + a[j];
+      out[j] = aj;
+      col[j] = c[j] + aj;
+      lcol[j] = dk > 0 ? ld[j] + log1p_small<T, 3>(a[j] * dinv / dk) : T(0);
+    }
+  } else if (all && adinv <= T(kPolyLimit[1])) {
 #pragma omp simd
     for (std::int64_t j = 0; j < l; ++j) {
       const T aj = a[j] * inv;
       out[j] = aj;
       col[j] = c[j] + aj;
       lcol[j] = new_log(j);
+    }
+  } else if (adinv > T(kPolyLimit[1])) {  // far from normalised (an unconverged row)
+    for (std::int64_t k = 0; k < m; ++k) {
+      const std::int64_t j = all ? k : w.idx[k];
+      const T aj = a[k] * inv;
+      out[j] = aj;
+      col[j] = c[k] + aj;
+      lcol[j] = col[j] > 0 ? std::log(col[j]) : T(0);
     }
   } else {
     for (std::int64_t k = 0; k < m; ++k) {
