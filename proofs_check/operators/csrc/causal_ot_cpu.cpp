@@ -381,6 +381,26 @@ PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T f
   return {double(sum_a), double(sum_p), double(sum_pr), double(mdx), double(mall)};
 }
 
+// Indices j < m with pred(j), in order, into out; returns their count. Blocks of 32 keys are
+// tested with a vectorised OR first and gathered only where one hits (hits are few per row).
+template <typename Pred>
+std::int64_t gather_if(std::int64_t m, std::int64_t* __restrict out, Pred pred) {
+  constexpr std::int64_t kBlock = 32;
+  std::int64_t n = 0;
+  for (std::int64_t b = 0; b < m; b += kBlock) {
+    const std::int64_t e = std::min(m, b + kBlock);
+    int any = 0;
+#pragma omp simd reduction(| : any)
+    for (std::int64_t j = b; j < e; ++j) any |= pred(j) ? 1 : 0;
+    if (!any) continue;
+    for (std::int64_t j = b; j < e; ++j) {  // branchless: write every index, advance on a hit
+      out[n] = j;
+      n += pred(j) ? 1 : 0;
+    }
+  }
+  return n;
+}
+
 // One row on its m live keys (compacted): scores s (shifted so max = 0, all > -under/omr),
 // column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
 // (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
@@ -405,11 +425,8 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     qmax = std::max(qmax, c[j] > 0 ? qj : -inf);
   }
   std::int64_t* __restrict fresh = w.fresh.data();
-  std::int64_t nf = 0;  // fresh keys (C_j = 0): the diagonal, and keys never given mass
-  for (std::int64_t j = 0; j < m; ++j) {  // branchless: write every index, advance on a hit
-    fresh[nf] = j;
-    nf += !(c[j] > 0);
-  }
+  // fresh keys (C_j = 0): the diagonal, and keys never given mass
+  const std::int64_t nf = gather_if(m, fresh, [&](std::int64_t j) { return !(c[j] > 0); });
   T P = -inf;
   if (qmax > -inf) {
     T acc = 0;
@@ -444,11 +461,8 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   if (qmax > -inf) {
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
     std::int64_t* __restrict near = w.near.data();
-    std::int64_t nn = 0;
-    for (std::int64_t j = 0; j < m; ++j) {  // branchless, as for the fresh keys
-      near[nn] = j;
-      nn += (c[j] > 0 && q[j] - lc[j] > near_cut);
-    }
+    const std::int64_t nn =
+        gather_if(m, near, [&](std::int64_t j) { return c[j] > 0 && q[j] - lc[j] > near_cut; });
     if (nn > 0 && nn <= kMaxNear) {
       T acc_all = std::exp(P - qmax), acc_near = 0;
       for (std::int64_t k = 0; k < nn; ++k) acc_near += std::exp(q[near[k]] - qmax);
