@@ -462,7 +462,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
     std::int64_t* __restrict near = w.near.data();
     const std::int64_t nn =
-        gather_if(m, near, [&](std::int64_t j) { return c[j] > 0 && q[j] - lc[j] > near_cut; });
+        gather_if(m, near, [&](std::int64_t j) { return (c[j] > 0) & (q[j] - lc[j] > near_cut); });
     if (nn > 0 && nn <= kMaxNear) {
       T acc_all = std::exp(P - qmax), acc_near = 0;
       for (std::int64_t k = 0; k < nn; ++k) acc_near += std::exp(q[near[k]] - qmax);
@@ -471,7 +471,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
         T acc = 0;
 #pragma omp simd reduction(+ : acc)
         for (std::int64_t j = 0; j < m; ++j)  // the far keys: old, not above near_cut
-          acc += (c[j] > 0 && !(q[j] - lc[j] > near_cut)) ? fexp(q[j] - qmax) : T(0);
+          acc += ((c[j] > 0) & !(q[j] - lc[j] > near_cut)) ? fexp(q[j] - qmax) : T(0);
         acc_far = acc;
       }
       const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
@@ -637,13 +637,15 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   // a constant shift changes nothing; a difference that overflows is -inf (weight 0).
   const T inf = std::numeric_limits<T>::infinity();
   T smax = -inf, smin = inf;
-  bool nan = false;
+  int nanc = 0;
+#pragma omp simd reduction(max : smax) reduction(min : smin) reduction(| : nanc)
   for (std::int64_t j = 0; j < l; ++j) {
     const T v = srow[j];
-    nan = nan || (v != v);
+    nanc |= (v != v) ? 1 : 0;
     smax = v > smax ? v : smax;
     smin = v < smin ? v : smin;
   }
+  const bool nan = nanc != 0;
   if (nan || smax == inf || smax == -inf) {  // the caller raises ValueError
     st.bad = nan ? 1 : (smax == inf ? 2 : 3);
     st.ok = false;
