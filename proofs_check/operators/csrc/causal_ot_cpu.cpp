@@ -458,11 +458,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   // the bound overestimates a_j (by up to a factor e^{kappa log(1 + a_j/C_j)}). If there are
   // few, solve them exactly inside a nested Newton iteration on zeta (the far keys' sum stays
   // the closed form e^{P_far - zeta}); the joint Newton then starts close to the root.
-  // Solving the near keys lowers zeta (their start overestimated their weight), which raises
-  // every far key's bound: if zeta fell by more than 1/2, keys may have crossed the cut, and a
-  // second round re-selects at the new zeta (a superset) from the current iterates.
-  for (int round = 0; round < 2 && qmax > -inf; ++round) {
-    const T zeta_round = zeta;
+  if (qmax > -inf) {
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
     std::int64_t* __restrict near = w.near.data();
     const std::int64_t nn =
@@ -545,10 +541,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
 #pragma omp simd
       for (std::int64_t j = 0; j < m; ++j) x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
       for (std::int64_t k = 0; k < nk; ++k) x[near[k]] = std::min(x[near[k]], nx[k]);
-    } else {
-      break;
     }
-    if (!(zeta < zeta_round - T(0.5))) break;
   }
   const T floor_x = counted_floor<T>(T(tol));
   // first evaluation at the start (a zero step)
