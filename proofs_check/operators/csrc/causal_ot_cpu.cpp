@@ -158,6 +158,10 @@ struct RowStats {
 };
 
 constexpr std::int64_t kMaxNear = 128;  // near keys solved inside the start (see below)
+// The near-key loops run on a multiple of kNearPad lanes (one AVX-512 float vector), the extra
+// lanes holding exact no-op keys (score -1e30, C = 1: root at the bound, weight 0), so that a
+// handful of near keys still takes the vector path rather than the scalar remainder loop.
+constexpr std::int64_t kNearPad = 16;
 
 // Work buffers for one row of up to m live keys.
 template <typename T>
@@ -167,7 +171,8 @@ struct Work {
   void resize(std::int64_t m) {
     s.resize(m); c.resize(m); lc.resize(m); q.resize(m); x.resize(m); r.resize(m); gi.resize(m);
     a.resize(m); ld.resize(m);
-    ns.resize(kMaxNear); nc.resize(kMaxNear); nlc.resize(kMaxNear); nx.resize(kMaxNear);
+    ns.resize(kMaxNear + kNearPad); nc.resize(kMaxNear + kNearPad);
+    nlc.resize(kMaxNear + kNearPad); nx.resize(kMaxNear + kNearPad);
     idx.resize(m);
     fresh.resize(m);
     near.resize(m);
@@ -491,6 +496,13 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
         nlc[k] = lc[j];
         nx[k] = x[j];
       }
+      const std::int64_t nkp = (nk + kNearPad - 1) / kNearPad * kNearPad;
+      for (std::int64_t k = nk; k < nkp; ++k) {  // no-op lanes: dx = 0, a = 0 at every zeta
+        ns[k] = T(-1e30);
+        nc[k] = T(1);
+        nlc[k] = T(0);
+        nx[k] = T(-1e30);
+      }
       // inexact inner solves while zeta is still moving (inner tolerance 1% of the last zeta
       // step, at least start_tol): the outer Newton keeps its rate, with fewer inner steps
       T inner_tol = T(1e-3);
@@ -504,14 +516,14 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
         }
         // each near key's convex scalar equation by Newton from (at most) its upper bound
 #pragma omp simd
-        for (std::int64_t k = 0; k < nk; ++k) {
+        for (std::int64_t k = 0; k < nkp; ++k) {
           const T tk = ns[k] - zeta;
           nx[k] = std::min(nx[k], std::min(tk - kappa * nlc[k], omr * tk));
         }
         for (int it = 0; it < 40; ++it) {
           T viol = -inf;  // max over keys of |dx| - tol (1 + |x|): <= 0 when all converged
 #pragma omp simd reduction(max : viol)
-          for (std::int64_t k = 0; k < nk; ++k) {
+          for (std::int64_t k = 0; k < nkp; ++k) {
             const T tk = ns[k] - zeta;
             const T a = fexp(nx[k]);
             const T d = nc[k] + a;
@@ -523,7 +535,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
         }
         T sa = 0, sg = 0;
 #pragma omp simd reduction(+ : sa, sg)
-        for (std::int64_t k = 0; k < nk; ++k) {
+        for (std::int64_t k = 0; k < nkp; ++k) {
           const T a = fexp(nx[k]);
           const T d = nc[k] + a;
           sa += a;
