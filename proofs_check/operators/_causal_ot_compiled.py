@@ -82,7 +82,7 @@ def load_extension() -> ModuleType | None:
         try:
             from torch.utils import cpp_extension
 
-            flags = ["-O3", "-g", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-std=c++17"]
+            flags = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-std=c++17"]
             _note_first_build(cpp_extension)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
