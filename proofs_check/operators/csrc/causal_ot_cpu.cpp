@@ -15,6 +15,9 @@
 // Transcendentals: the exp/log below are written for this file so that the compiler can
 // vectorise the key loops (-O3 -march=native): range reduction plus a polynomial, relative
 // error ~2 ulp in float64 and float32 (tested against torch.exp / torch.log by the tests).
+// After the first Newton step most passes need none of them: a scan finds the pass's largest
+// key move and a_j, log D_j are updated by expm1/log1p Taylor polynomials of the degree that
+// move needs (kPolyLimit), fresh exp/log only beyond 1/8.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
