@@ -78,3 +78,12 @@ def test_operator_benchmark_rows_at_tiny_size():
     assert [r["method"] for r in rows] == ["exact", "sinkhorn"]
     assert all(r["converged"] for r in rows)
     assert all(r["ratio_to_softmax"] > 0 for r in rows)
+
+
+def test_warm_allocator_says_what_it_did():
+    from benchmarks.operators import warm_allocator
+
+    said = warm_allocator()
+    assert said.startswith(("warm", "default"))
+    # idempotent: a second call leaves the same state
+    assert warm_allocator() == said

@@ -90,6 +90,23 @@ def test_compiled_matches_pure_torch_solver_with_masks_and_batch():
         assert torch.count_nonzero(fast[0, 1, 20:, 7]) == 0
 
 
+def test_upper_triangle_is_written_zero_on_reused_dirty_memory():
+    # The kernel's output buffer is uninitialised (torch.empty_like): it must write the zeros
+    # above the diagonal itself. A freed NaN-filled block of the same size is what the
+    # allocator most likely hands back next (small blocks come from the heap), so without
+    # those writes NaN would show through.
+    ext = compiled.load_extension()
+    s = rand_scores(3, 40, 40, seed=5)
+    for rho in (0.3, 0.99):
+        for dtype, tol in ((F64, 1e-10), (torch.float32, 1e-5)):
+            junk = torch.full((3, 40, 40), math.nan, dtype=dtype)
+            del junk
+            w, _ = ext.forward(s.to(dtype), rho, tol, 100)
+            assert torch.count_nonzero(torch.triu(w, 1)) == 0
+            assert bool(torch.isfinite(w).all())
+            assert (w.sum(-1) - 1).abs().max().item() <= 10 * tol
+
+
 @pytest.mark.parametrize("rho", [0.3, 0.9])
 def test_compiled_matches_plain_sweeps_at_n_64(rho):
     s = rand_scores(64, 64, seed=33)
