@@ -409,6 +409,78 @@ std::int64_t gather_if(std::int64_t m, std::int64_t* __restrict out, Pred pred) 
   return n;
 }
 
+// The start pass's log1p levels: |u| = a_j / C_j up to expm1(kPolyLimit[L]), the range the
+// level-L log1p polynomial was sized for (see kPolyLimit).
+constexpr double kStartLimit[3] = {0.0, 0.1331484530668263, 0.0157477085866857};
+
+// The first evaluation (newton_pass<T, 0> with a zero step) without fresh transcendentals for
+// the keys whose start keeps the closed form x_j = q_j - zeta: there a_j = E_j e^{qmax - zeta}
+// with E_j = e^{q_j - qmax} from the P sum (held in w.a on entry) and
+// log D_j = log C_j + log1p(a_j / C_j), by the level-LEVEL polynomial (caller: every such
+// key has a_j / C_j <= kStartLimit[LEVEL]). The other keys (fresh, near, clamped, or a ratio
+// beyond the limit: flagged a_j = -1 by the vector loop) are evaluated fresh afterwards.
+template <typename T, int LEVEL>
+PassSums start_pass(std::int64_t m, Work<T>& w, T kappa, T zeta, T qmax) {
+  const T* __restrict s = w.s.data();
+  const T* __restrict c = w.c.data();
+  const T* __restrict lc = w.lc.data();
+  const T* __restrict q = w.q.data();
+  const T* __restrict x = w.x.data();
+  T* __restrict r = w.r.data();
+  T* __restrict gi = w.gi.data();
+  T* __restrict a = w.a.data();
+  T* __restrict ld = w.ld.data();
+  const T scale = std::exp(qmax - zeta);
+  const T ulim = T(kStartLimit[LEVEL]);
+  T sum_a = 0, sum_p = 0, sum_pr = 0;
+  T any_exc = 0;  // a T, not an int: mixed lane widths kept this loop from vectorising
+#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : any_exc)
+  for (std::int64_t j = 0; j < m; ++j) {
+    const bool old = c[j] > 0;
+    const T an0 = a[j] * scale;
+    const T u = an0 / std::max(c[j], Lim<T>::tiny);  // (a selected divisor: not vectorised)
+    const bool plain = old & (x[j] == q[j] - zeta) & (u <= ulim);
+    const T uu = plain ? u : T(0);
+    const T an = plain ? an0 : T(0);
+    const T ldn = lc[j] + log1p_small<T, LEVEL>(uu);
+    const T dn = c[j] + an;
+    const T g_inv = plain ? dn / (dn + kappa * an) : T(0);
+    const T rj = x[j] + kappa * ldn + zeta - s[j];
+    const T p = an * g_inv;
+    a[j] = plain ? an : T(-1);
+    ld[j] = ldn;
+    r[j] = plain ? rj : T(0);
+    gi[j] = g_inv;
+    sum_a += an;
+    sum_p += p;
+    sum_pr += p * rj;
+    any_exc = std::max(any_exc, plain ? T(0) : T(1));
+  }
+  if (any_exc > 0) {
+    std::int64_t* __restrict idx = w.fresh.data();  // reused: the fresh-key list is done with
+    const std::int64_t ne = gather_if(m, idx, [&](std::int64_t j) { return a[j] < T(0); });
+    const T g_fresh = T(1) / (T(1) + kappa);
+    for (std::int64_t k = 0; k < ne; ++k) {
+      const std::int64_t j = idx[k];
+      const bool old = c[j] > 0;
+      const T an = fexp(x[j]);
+      const T ldn = old ? flog(std::max(c[j] + an, Lim<T>::tiny)) : x[j];
+      const T dn = c[j] + an;
+      const T g_inv = old ? dn / (dn + kappa * an) : g_fresh;
+      const T rj = x[j] + kappa * ldn + zeta - s[j];
+      const T p = an * g_inv;
+      a[j] = an;
+      ld[j] = ldn;
+      r[j] = rj;
+      gi[j] = g_inv;
+      sum_a += an;
+      sum_p += p;
+      sum_pr += p * rj;
+    }
+  }
+  return {double(sum_a), double(sum_p), double(sum_pr), 0.0, 0.0};
+}
+
 // One row on its m live keys (compacted): scores s (shifted so max = 0, all > -under/omr),
 // column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
 // (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
@@ -438,8 +510,13 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   T P = -inf;
   if (qmax > -inf) {
     T acc = 0;
+    T* __restrict e = w.a.data();  // E_j = e^{q_j - qmax}, kept for the start pass
 #pragma omp simd reduction(+ : acc)
-    for (std::int64_t j = 0; j < m; ++j) acc += (q[j] < inf) ? fexp(q[j] - qmax) : T(0);
+    for (std::int64_t j = 0; j < m; ++j) {
+      const T ej = (q[j] < inf) ? fexp(q[j] - qmax) : T(0);
+      e[j] = ej;
+      acc += ej;
+    }
     P = qmax + std::log(acc);
   }
   // zeta: scalar Newton on g(z) = log(e^{P - z} + sum_fresh e^{(1-rho)(s_f - z)}) = 0; g is
@@ -466,20 +543,32 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   // the bound overestimates a_j (by up to a factor e^{kappa log(1 + a_j/C_j)}). If there are
   // few, solve them exactly inside a nested Newton iteration on zeta (the far keys' sum stays
   // the closed form e^{P_far - zeta}); the joint Newton then starts close to the root.
+  T far_lr = inf;  // no closed-form start pass unless set below
   if (qmax > -inf) {
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
     std::int64_t* __restrict near = w.near.data();
     const std::int64_t nn =
         gather_if(m, near, [&](std::int64_t j) { return (c[j] > 0) & (q[j] - lc[j] > near_cut); });
-    if (nn > 0 && nn <= kMaxNear) {
+    // the largest log(a_j / C_j) + zeta at the start over the keys that keep the closed form
+    // (old keys, not near ones if those are solved below): sets the start pass's log1p degree
+    const bool solve_near = nn > 0 && nn <= kMaxNear;
+    T mx = -inf;
+#pragma omp simd reduction(max : mx)
+    for (std::int64_t j = 0; j < m; ++j) {
+      const T v = q[j] - lc[j];
+      mx = std::max(mx, ((c[j] > 0) & !(solve_near & (v > near_cut))) ? v : -inf);
+    }
+    far_lr = mx;
+    if (solve_near) {
       T acc_all = std::exp(P - qmax), acc_near = 0;
       for (std::int64_t k = 0; k < nn; ++k) acc_near += std::exp(q[near[k]] - qmax);
       T acc_far = acc_all - acc_near;
       if (acc_far < T(0.5) * acc_all) {  // cancellation: sum the far keys directly
         T acc = 0;
+        const T* __restrict ea = w.a.data();  // E_j = e^{q_j - qmax} from the P sum
 #pragma omp simd reduction(+ : acc)
         for (std::int64_t j = 0; j < m; ++j)  // the far keys: old, not above near_cut
-          acc += ((c[j] > 0) & !(q[j] - lc[j] > near_cut)) ? fexp(q[j] - qmax) : T(0);
+          acc += ((c[j] > 0) & !(q[j] - lc[j] > near_cut)) ? ea[j] : T(0);
         acc_far = acc;
       }
       const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
@@ -560,7 +649,16 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   }
   const T floor_x = counted_floor<T>(T(tol));
   // first evaluation at the start (a zero step)
-  PassSums ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), zeta, floor_x);
+  // first evaluation at the start (a zero step): where the far keys' a_j / C_j allow, from
+  // the closed form (start_pass), else fresh exp/log
+  PassSums ps;
+  const T u_max = far_lr < inf ? std::exp(far_lr - zeta) : inf;
+  if (u_max <= T(kStartLimit[2]))
+    ps = start_pass<T, 2>(m, w, kappa, zeta, qmax);
+  else if (u_max <= T(kStartLimit[1]))
+    ps = start_pass<T, 1>(m, w, kappa, zeta, qmax);
+  else
+    ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), zeta, floor_x);
 
   // --- joint Newton on (x, zeta), every iterate clamped to the per-key upper bound of its
   // root, min(s_j - zeta - kappa log C_j, (1-rho)(s_j - zeta)); each pass applies one step
