@@ -552,25 +552,23 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     // the largest log(a_j / C_j) + zeta at the start over the keys that keep the closed form
     // (old keys, not near ones if those are solved below): sets the start pass's log1p degree
     const bool solve_near = nn > 0 && nn <= kMaxNear;
-    T mx = -inf;
-#pragma omp simd reduction(max : mx)
+    // and, in the same loop, the far keys' sum of E_j = e^{q_j - qmax} (from the P sum)
+    T mx = -inf, acc_far_direct = 0;
+    const T* __restrict ea = w.a.data();
+#pragma omp simd reduction(max : mx) reduction(+ : acc_far_direct)
     for (std::int64_t j = 0; j < m; ++j) {
       const T v = q[j] - lc[j];
-      mx = std::max(mx, ((c[j] > 0) & !(solve_near & (v > near_cut))) ? v : -inf);
+      const bool far = (c[j] > 0) & !(solve_near & (v > near_cut));
+      mx = std::max(mx, far ? v : -inf);
+      acc_far_direct += far ? ea[j] : T(0);
     }
     far_lr = mx;
     if (solve_near) {
       T acc_all = std::exp(P - qmax), acc_near = 0;
       for (std::int64_t k = 0; k < nn; ++k) acc_near += std::exp(q[near[k]] - qmax);
       T acc_far = acc_all - acc_near;
-      if (acc_far < T(0.5) * acc_all) {  // cancellation: sum the far keys directly
-        T acc = 0;
-        const T* __restrict ea = w.a.data();  // E_j = e^{q_j - qmax} from the P sum
-#pragma omp simd reduction(+ : acc)
-        for (std::int64_t j = 0; j < m; ++j)  // the far keys: old, not above near_cut
-          acc += ((c[j] > 0) & !(q[j] - lc[j] > near_cut)) ? ea[j] : T(0);
-        acc_far = acc;
-      }
+      // cancellation: the far keys' direct sum
+      if (acc_far < T(0.5) * acc_all) acc_far = acc_far_direct;
       const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
       // the start needs ~1e-7 (float64) / 1e-4 (float32, near its resolution): one joint
       // Newton step then reaches the row's aim
