@@ -27,6 +27,13 @@ without convergence a safeguarded nested iteration takes over (monotone scalar N
 from its upper bound, bracketed Newton on ``zeta``); it gives up, unconverged, when the step
 stalls at the dtype's resolution instead of looping to ``max_iter``.
 
+Threads: the (batch x heads) slices run in parallel on torch's threads (``at::parallel_for``,
+OpenMP, torch's own runtime). A single slice on two or more threads is solved by a team of
+two workers: each row of length >= 256 split in two key ranges, the row's sums (score range,
+``logsumexp``, near-key lists, each Newton pass's sums) exchanged at a spinning two-party
+barrier, and every scalar decision taken identically by both from the same numbers. The
+result differs from the one-thread solve only by the order of the summations (rounding).
+
 Backward (exact, reverse row sweep). Differentiating row ``l``'s conditions with
 ``D_j = C'[l, j] = C[l-1, j] + a_j`` and ``p_j = a_j / g_j``, ``W = sum p``:
 
@@ -59,7 +66,7 @@ __all__ = [
 ]
 
 _SOURCE = Path(__file__).with_name("csrc") / "causal_ot_cpu.cpp"
-_EXT_NAME = "proofs_check_causal_ot_cpu_v1"
+_EXT_NAME = "proofs_check_causal_ot_cpu_v2"
 _state: dict[str, object] = {}
 
 
@@ -82,13 +89,8 @@ def load_extension() -> ModuleType | None:
         try:
             from torch.utils import cpp_extension
 
-            flags = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-std=c++17"]
             _note_first_build(cpp_extension)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                module = cpp_extension.load(
-                    name=_EXT_NAME, sources=[str(_SOURCE)], extra_cflags=flags, verbose=False
-                )
+            module = _build(cpp_extension)
         except Exception as exc:  # any build or load failure: fall back, say why once
             reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1:]}"
             module = None
@@ -101,6 +103,34 @@ def load_extension() -> ModuleType | None:
         )
     _state["module"] = module
     return module
+
+
+_FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-std=c++17"]
+
+
+def _build(cpp_extension) -> ModuleType:
+    """Build (or load from the cache) with OpenMP, else without it.
+
+    ``-fopenmp`` is what makes ``at::parallel_for`` in the kernel parallel: the ATen header is
+    compiled into the extension, and without the flag its ``#pragma omp parallel`` is ignored
+    (one thread for every head). The extension then shares torch's own OpenMP runtime (the
+    ``libgomp.so.1`` torch loaded first satisfies the extension's dependency), so no second
+    thread pool spins against torch's. A compiler without OpenMP (Apple clang) builds the
+    serial kernel instead.
+    """
+    last: Exception | None = None
+    for extra in (["-fopenmp"], []):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return cpp_extension.load(
+                    name=_EXT_NAME + ("" if extra else "_serial"), sources=[str(_SOURCE)],
+                    extra_cflags=_FLAGS + extra, extra_ldflags=extra, verbose=False,
+                )
+        except Exception as exc:  # this flag set failed: try the next
+            last = exc
+    assert last is not None
+    raise last
 
 
 def _note_first_build(cpp_extension) -> None:

@@ -289,3 +289,83 @@ def test_log_potentials_agree_between_methods_and_vanish_at_rho_zero():
     assert newton[1, 10, 3] == 0 and torch.count_nonzero(torch.triu(newton, 1)) == 0
     zero = causal_ot_attention(s, 0.0).log_potentials
     assert zero.shape == s.shape and torch.count_nonzero(zero) == 0
+
+
+# --- one head on two threads: the kernel splits each row of length >= 256 between two workers
+# that exchange the row-level sums (a different summation order from the one-thread solve, and
+# a different code path through every exchange). These run on two torch threads; the pure-torch
+# row solver is the reference.
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.9, 0.99])
+def test_one_head_on_two_threads_matches_pure_torch_solver(two_threads, rho):
+    s = rand_scores(1, 300, 300, seed=61, scale=2.0)
+    s[0, 280:, 17] = -math.inf  # masked keys in split rows: those rows are solved alone
+    s[0, 290, :40] = -math.inf
+    sh, live = shift_rows(s, live_mask(s))
+    fast = causal_ot_attention(s, rho, tol=1e-13).weights
+    ref, _, _ = exact_dense(sh, live, rho, 1e-13, 100)
+    # both Newton solvers stop at 1e-13 in the log-weights: 1e-12 covers both plus rounding
+    assert (fast - ref).abs().max().item() <= 1e-12
+    assert torch.count_nonzero(torch.triu(fast[0], 1)) == 0
+
+
+def test_one_head_two_threads_agrees_with_one_thread_in_float32(two_threads):
+    s = rand_scores(1, 400, 400, seed=62, dtype=torch.float32, scale=3.0)
+    team = causal_ot_attention(s, 0.9).weights
+    torch.set_num_threads(1)
+    alone = causal_ot_attention(s, 0.9).weights
+    ref = causal_ot_attention(s.double(), 0.9, tol=1e-12).weights
+    # each path to float32 accuracy of the float64 solve (tol 1e-5 in the log-weights)
+    for w in (team, alone):
+        assert (w.double() - ref).abs().max().item() <= 2e-5
+        assert bool(torch.isfinite(w).all())
+
+
+def test_one_head_two_threads_unconverged_rows_are_finished_by_one_worker(two_threads):
+    # max_iter = 2 stops every row's joint Newton early: the unconverged branch hands the row
+    # to worker 0, which normalises all of it. Same decisions as one thread, so the same
+    # iterates up to rounding.
+    from proofs_check.operators._causal_ot_compiled import load_extension
+
+    ext = load_extension()
+    s = rand_scores(1, 320, 320, seed=63)
+    team, st_team = ext.forward(s, 0.99, 1e-13, 2)
+    torch.set_num_threads(1)
+    alone, st_alone = ext.forward(s, 0.99, 1e-13, 2)
+    assert st_team[0, 2] == 0 and st_team[0, 3] == st_alone[0, 3] > 0  # fallbacks, counted
+    assert (team - alone).abs().max().item() <= 1e-10
+    assert (team.sum(-1) - 1).abs().max().item() <= 1e-12
+
+
+def test_one_head_two_threads_refuses_an_invalid_split_row(two_threads):
+    s = rand_scores(1, 300, 300, seed=64)
+    s[0, 299, 150] = math.nan  # in worker 1's half of a split row
+    with pytest.raises(ValueError, match="NaN"):
+        causal_ot_attention(s, 0.5)
+
+
+def test_build_falls_back_to_the_serial_kernel_without_openmp():
+    # a compiler without OpenMP (Apple clang): the first build fails, the second (no
+    # -fopenmp, at::parallel_for serial) is used; both under distinct cache names
+    calls = []
+
+    class FakeExtension:
+        @staticmethod
+        def load(name, sources, extra_cflags, extra_ldflags, verbose):
+            calls.append((name, "-fopenmp" in extra_cflags, "-fopenmp" in extra_ldflags))
+            if "-fopenmp" in extra_cflags:
+                raise RuntimeError("clang: error: unsupported option '-fopenmp'")
+            return "serial module"
+
+    assert compiled._build(FakeExtension) == "serial module"
+    assert calls[0][1:] == (True, True) and calls[1][1:] == (False, False)
+    assert calls[0][0] != calls[1][0]

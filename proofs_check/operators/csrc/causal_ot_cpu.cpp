@@ -6,7 +6,9 @@
 //     x_j + kappa log(C_j + e^{x_j}) + zeta - s_j = 0,     sum_j e^{x_j} = 1,
 //
 // (x_j = log a[l, j], zeta = log Z_l).  The forward solves it row by row (rows in order, one
-// (batch, head) slice per task of torch's own at::parallel_for) by a joint Newton iteration on
+// (batch, head) slice per task of torch's own at::parallel_for; a single slice on two or more
+// threads is shared by a team of two workers, each row's keys split between them and the
+// row-level sums exchanged, see Team) by a joint Newton iteration on
 // (x, zeta) from a closed-form start, each iterate clamped to the per-key upper bound of its
 // root; a safeguarded nested iteration takes over if that has not converged.  The backward
 // differentiates each row's optimality conditions and sweeps the rows in reverse.
@@ -22,10 +24,13 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -170,7 +175,7 @@ constexpr std::int64_t kNearPad = 16;
 template <typename T>
 struct Work {
   std::vector<T> s, c, lc, q, x, r, gi, a, ld, ns, nc, nlc, nx;
-  std::vector<std::int64_t> idx, fresh, near;
+  std::vector<std::int64_t> idx, fresh, near, exc, fresh_m, near_m;
   void resize(std::int64_t m) {
     s.resize(m); c.resize(m); lc.resize(m); q.resize(m); x.resize(m); r.resize(m); gi.resize(m);
     a.resize(m); ld.resize(m);
@@ -179,8 +184,87 @@ struct Work {
     idx.resize(m);
     fresh.resize(m);
     near.resize(m);
+    exc.resize(m);
+    fresh_m.resize(m);
+    near_m.resize(m);
   }
 };
+
+// Two workers on one (batch, head) slice: each row's keys split in two ranges, the row-level
+// sums exchanged at a two-party barrier (a monotone arrival counter per worker, spinning).
+// Both workers then do identical scalar work on identical data (the same operations in the
+// same order), so they take the same decisions without further messages.
+struct alignas(64) Arrival {
+  std::atomic<std::int64_t> v{0};
+};
+struct Team {
+  Arrival arrive[2];
+  alignas(64) double slot[2][2][8] = {};  // [barrier parity][worker][value]
+  alignas(64) std::atomic<int> state{0};  // 0 forming, 1 both in, 2 worker 0 went alone
+  const void* priv[2] = {nullptr, nullptr};  // each worker's private Work (its key lists)
+};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// One worker's view: its team (nullptr: alone, the serial solver), its index, its key range
+// of the current row, and how many barriers it has passed.
+struct Member {
+  Team* tm = nullptr;
+  int t = 0;
+  std::int64_t lo = 0, hi = 0;
+  std::int64_t count = 0;
+};
+
+// Publish k values, wait for the other worker to publish its k, read them into other (left
+// untouched when alone: the caller fills it with the neutral values of its reductions).
+inline void exchange(Member& me, const double* mine, int k, double* other) {
+  if (me.tm == nullptr) return;
+  Team& tm = *me.tm;
+  const int par = int(me.count & 1);
+  for (int i = 0; i < k; ++i) tm.slot[par][me.t][i] = mine[i];
+  me.count += 1;
+  tm.arrive[me.t].v.store(me.count, std::memory_order_release);
+  std::int64_t spins = 0;
+  std::chrono::steady_clock::time_point since{};
+  while (tm.arrive[1 - me.t].v.load(std::memory_order_acquire) < me.count) {
+    cpu_relax();
+    if (++spins < (1 << 16)) continue;
+    std::this_thread::yield();  // an oversubscribed machine
+    // the workers take the same decisions from the same numbers, so they never lose step;
+    // were that ever broken, an error (raised to Python by at::parallel_for), not a hang
+    if ((spins & 1023) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (since == std::chrono::steady_clock::time_point{}) since = now;
+      TORCH_CHECK(now - since < std::chrono::seconds(60),
+                  "causal OT kernel: the two workers of a team lost step (a bug)");
+    }
+  }
+  for (int i = 0; i < k; ++i) other[i] = tm.slot[par][1 - me.t][i];
+}
+
+// The merged list of both workers (worker 0's entries first, on both workers, so that sums
+// over it are the same on both); alone: the own list.
+template <typename T>
+std::int64_t merge_lists(const Member& me, const std::vector<std::int64_t> Work<T>::*list,
+                         std::int64_t n_own, std::int64_t n_other, Work<T>& pr,
+                         std::vector<std::int64_t> Work<T>::*merged, const std::int64_t** out) {
+  if (me.tm == nullptr) {
+    *out = (pr.*list).data();
+    return n_own;
+  }
+  const Work<T>* w0 = static_cast<const Work<T>*>(me.tm->priv[0]);
+  const Work<T>* w1 = static_cast<const Work<T>*>(me.tm->priv[1]);
+  const std::int64_t n0 = me.t == 0 ? n_own : n_other, n1 = me.t == 0 ? n_other : n_own;
+  std::int64_t* dst = (pr.*merged).data();
+  std::copy_n((w0->*list).data(), n0, dst);
+  std::copy_n((w1->*list).data(), n1, dst + n0);
+  *out = dst;
+  return n0 + n1;
+}
 
 // Newton step size measure: keys with a_j below this contribute nothing measurable.
 template <typename T>
@@ -319,7 +403,7 @@ struct PassSums {
 
 // The largest |x_new - x_old| the next newton_pass will take (same step and clamp).
 template <typename T>
-double max_key_step(std::int64_t m, const Work<T>& w, T omr, T dz, T nz) {
+double max_key_step(std::int64_t lo, std::int64_t hi, const Work<T>& w, T omr, T dz, T nz) {
   const T* __restrict s = w.s.data();
   const T* __restrict q = w.q.data();
   const T* __restrict x = w.x.data();
@@ -327,7 +411,7 @@ double max_key_step(std::int64_t m, const Work<T>& w, T omr, T dz, T nz) {
   const T* __restrict gi = w.gi.data();
   T mall = 0;
 #pragma omp simd reduction(max : mall)
-  for (std::int64_t j = 0; j < m; ++j) {
+  for (std::int64_t j = lo; j < hi; ++j) {
     const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
     const T xn = std::min(x[j] - (r[j] + dz) * gi[j], ub);
     mall = std::max(mall, std::abs(xn - x[j]));
@@ -341,7 +425,8 @@ double max_key_step(std::int64_t m, const Work<T>& w, T omr, T dz, T nz) {
 // expm1/log1p polynomials of level POLY (valid for |step| <= kPolyLimit[POLY], checked by the
 // caller through mall); POLY = 0: fresh exp/log.
 template <typename T, int POLY>
-PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T floor_x) {
+PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr, T dz, T nz,
+                     T floor_x) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
   const T* __restrict q = w.q.data();
@@ -353,7 +438,7 @@ PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T f
   const T g_fresh = T(1) / (T(1) + kappa);
   T sum_a = 0, sum_p = 0, sum_pr = 0, mdx = 0, mall = 0;
 #pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : mdx, mall)
-  for (std::int64_t j = 0; j < m; ++j) {
+  for (std::int64_t j = lo; j < hi; ++j) {
     const T dx = -(r[j] + dz) * gi[j];
     const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
     const T xo = x[j];
@@ -389,14 +474,14 @@ PassSums newton_pass(std::int64_t m, Work<T>& w, T kappa, T omr, T dz, T nz, T f
   return {double(sum_a), double(sum_p), double(sum_pr), double(mdx), double(mall)};
 }
 
-// Indices j < m with pred(j), in order, into out; returns their count. Blocks of 32 keys are
-// tested with a vectorised OR first and gathered only where one hits (hits are few per row).
+// Indices j in [lo, hi) with pred(j), in order, into out; returns their count. Blocks of 32 keys
+// are tested with a vectorised OR first and gathered only where one hits (hits are few per row).
 template <typename Pred>
-std::int64_t gather_if(std::int64_t m, std::int64_t* __restrict out, Pred pred) {
+std::int64_t gather_if(std::int64_t lo, std::int64_t hi, std::int64_t* __restrict out, Pred pred) {
   constexpr std::int64_t kBlock = 32;
   std::int64_t n = 0;
-  for (std::int64_t b = 0; b < m; b += kBlock) {
-    const std::int64_t e = std::min(m, b + kBlock);
+  for (std::int64_t b = lo; b < hi; b += kBlock) {
+    const std::int64_t e = std::min(hi, b + kBlock);
     int any = 0;
 #pragma omp simd reduction(| : any)
     for (std::int64_t j = b; j < e; ++j) any |= pred(j) ? 1 : 0;
@@ -420,7 +505,8 @@ constexpr double kStartLimit[3] = {0.0, 0.1331484530668263, 0.0157477085866857};
 // key has a_j / C_j <= kStartLimit[LEVEL]). The other keys (fresh, near, clamped, or a ratio
 // beyond the limit: flagged a_j = -1 by the vector loop) are evaluated fresh afterwards.
 template <typename T, int LEVEL>
-PassSums start_pass(std::int64_t m, Work<T>& w, T kappa, T zeta, T qmax) {
+PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T kappa, T zeta,
+                    T qmax) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
   const T* __restrict lc = w.lc.data();
@@ -435,7 +521,7 @@ PassSums start_pass(std::int64_t m, Work<T>& w, T kappa, T zeta, T qmax) {
   T sum_a = 0, sum_p = 0, sum_pr = 0;
   T any_exc = 0;  // a T, not an int: mixed lane widths kept this loop from vectorising
 #pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : any_exc)
-  for (std::int64_t j = 0; j < m; ++j) {
+  for (std::int64_t j = lo; j < hi; ++j) {
     const bool old = c[j] > 0;
     const T an0 = a[j] * scale;
     const T u = an0 / std::max(c[j], Lim<T>::tiny);  // (a selected divisor: not vectorised)
@@ -457,8 +543,8 @@ PassSums start_pass(std::int64_t m, Work<T>& w, T kappa, T zeta, T qmax) {
     any_exc = std::max(any_exc, plain ? T(0) : T(1));
   }
   if (any_exc > 0) {
-    std::int64_t* __restrict idx = w.fresh.data();  // reused: the fresh-key list is done with
-    const std::int64_t ne = gather_if(m, idx, [&](std::int64_t j) { return a[j] < T(0); });
+    std::int64_t* __restrict idx = pr.exc.data();
+    const std::int64_t ne = gather_if(lo, hi, idx, [&](std::int64_t j) { return a[j] < T(0); });
     const T g_fresh = T(1) / (T(1) + kappa);
     for (std::int64_t k = 0; k < ne; ++k) {
       const std::int64_t j = idx[k];
@@ -485,8 +571,10 @@ PassSums start_pass(std::int64_t m, Work<T>& w, T kappa, T zeta, T qmax) {
 // column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
 // (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
 template <typename T>
-T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int64_t max_iter,
-                T s_abs, RowStats& st) {
+T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T omr, double tol,
+                std::int64_t max_iter, T s_abs, RowStats& st) {
+  // this worker's keys: all of them alone, its range in a team (row-level sums exchanged)
+  const std::int64_t lo = me.tm ? me.lo : 0, hi = me.tm ? me.hi : m;
   T* __restrict s = w.s.data();
   T* __restrict c = w.c.data();
   T* __restrict lc = w.lc.data();
@@ -497,28 +585,44 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   const T inf = std::numeric_limits<T>::infinity();
   // --- closed-form start: old keys keep their potential, q_j = s_j - kappa log C_j; fresh
   // keys (C_j = 0) solve x = (1-rho)(s_j - zeta) exactly.
-  T qmax = -inf;
-#pragma omp simd reduction(max : qmax)
-  for (std::int64_t j = 0; j < m; ++j) {
+  T qmax_own = -inf;
+#pragma omp simd reduction(max : qmax_own)
+  for (std::int64_t j = lo; j < hi; ++j) {
     const T qj = c[j] > 0 ? s[j] - kappa * lc[j] : inf;
     q[j] = qj;
-    qmax = std::max(qmax, c[j] > 0 ? qj : -inf);
+    qmax_own = std::max(qmax_own, c[j] > 0 ? qj : -inf);
   }
-  std::int64_t* __restrict fresh = w.fresh.data();
   // fresh keys (C_j = 0): the diagonal, and keys never given mass
-  const std::int64_t nf = gather_if(m, fresh, [&](std::int64_t j) { return !(c[j] > 0); });
-  T P = -inf;
-  if (qmax > -inf) {
-    T acc = 0;
-    T* __restrict e = w.a.data();  // E_j = e^{q_j - qmax}, kept for the start pass
-#pragma omp simd reduction(+ : acc)
-    for (std::int64_t j = 0; j < m; ++j) {
-      const T ej = (q[j] < inf) ? fexp(q[j] - qmax) : T(0);
+  const std::int64_t nf_own =
+      gather_if(lo, hi, pr.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
+  T acc_own = 0;
+  if (qmax_own > -inf) {
+    T* __restrict e = w.a.data();  // E_j = e^{q_j - qmax_own}, kept for the start pass
+#pragma omp simd reduction(+ : acc_own)
+    for (std::int64_t j = lo; j < hi; ++j) {
+      const T ej = (q[j] < inf) ? fexp(q[j] - qmax_own) : T(0);
       e[j] = ej;
-      acc += ej;
+      acc_own += ej;
     }
-    P = qmax + std::log(acc);
   }
+  T qmax = qmax_own, P = -inf;
+  std::int64_t nf_other = 0;
+  {
+    const double mine[3] = {double(qmax_own), double(acc_own), double(nf_own)};
+    double other[3] = {-double(inf), 0.0, 0.0};
+    exchange(me, mine, 3, other);
+    const T qmax_other = T(other[0]);
+    qmax = std::max(qmax_own, qmax_other);
+    nf_other = std::int64_t(other[2]);
+    if (qmax > -inf) {
+      T acc = qmax_own > -inf ? acc_own * std::exp(qmax_own - qmax) : T(0);
+      if (qmax_other > -inf) acc += T(other[1]) * std::exp(qmax_other - qmax);
+      P = qmax + std::log(acc);
+    }
+  }
+  const std::int64_t* fresh = nullptr;
+  const std::int64_t nf =
+      merge_lists<T>(me, &Work<T>::fresh, nf_own, nf_other, pr, &Work<T>::fresh_m, &fresh);
   // zeta: scalar Newton on g(z) = log(e^{P - z} + sum_fresh e^{(1-rho)(s_f - z)}) = 0; g is
   // convex and decreasing, so after the first step the iterates increase monotonically.
   T zeta = P;
@@ -533,7 +637,7 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     if (!(std::abs(dz) > T(1e-3) * std::sqrt(T(tol)))) break;
   }
 #pragma omp simd
-  for (std::int64_t j = 0; j < m; ++j) {
+  for (std::int64_t j = lo; j < hi; ++j) {
     x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
     r[j] = 0;
     gi[j] = 0;
@@ -546,23 +650,33 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   T far_lr = inf;  // no closed-form start pass unless set below
   if (qmax > -inf) {
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
-    std::int64_t* __restrict near = w.near.data();
-    const std::int64_t nn =
-        gather_if(m, near, [&](std::int64_t j) { return (c[j] > 0) & (q[j] - lc[j] > near_cut); });
+    const std::int64_t nn_own = gather_if(lo, hi, pr.near.data(), [&](std::int64_t j) {
+      return (c[j] > 0) & (q[j] - lc[j] > near_cut);
+    });
     // the largest log(a_j / C_j) + zeta at the start over the keys that keep the closed form
-    // (old keys, not near ones if those are solved below): sets the start pass's log1p degree
-    const bool solve_near = nn > 0 && nn <= kMaxNear;
+    // (old keys, not near ones if those are solved below): sets the start pass's log1p degree;
     // and, in the same loop, the far keys' sum of E_j = e^{q_j - qmax} (from the P sum)
-    T mx = -inf, acc_far_direct = 0;
+    T mx_all = -inf, mx_far = -inf, acc_fd = 0;
     const T* __restrict ea = w.a.data();
-#pragma omp simd reduction(max : mx) reduction(+ : acc_far_direct)
-    for (std::int64_t j = 0; j < m; ++j) {
+#pragma omp simd reduction(max : mx_all, mx_far) reduction(+ : acc_fd)
+    for (std::int64_t j = lo; j < hi; ++j) {
       const T v = q[j] - lc[j];
-      const bool far = (c[j] > 0) & !(solve_near & (v > near_cut));
-      mx = std::max(mx, far ? v : -inf);
-      acc_far_direct += far ? ea[j] : T(0);
+      const bool old = c[j] > 0;
+      const bool far = old & !(v > near_cut);
+      mx_all = std::max(mx_all, old ? v : -inf);
+      mx_far = std::max(mx_far, far ? v : -inf);
+      acc_fd += far ? ea[j] : T(0);
     }
-    far_lr = mx;
+    if (qmax_own > -inf) acc_fd *= std::exp(qmax_own - qmax);  // E_j were against qmax_own
+    const double mine[4] = {double(nn_own), double(mx_all), double(mx_far), double(acc_fd)};
+    double other[4] = {0.0, -double(inf), -double(inf), 0.0};
+    exchange(me, mine, 4, other);
+    const std::int64_t* near = nullptr;
+    const std::int64_t nn = merge_lists<T>(me, &Work<T>::near, nn_own, std::int64_t(other[0]),
+                                           pr, &Work<T>::near_m, &near);
+    const bool solve_near = nn > 0 && nn <= kMaxNear;
+    far_lr = solve_near ? std::max(mx_far, T(other[2])) : std::max(mx_all, T(other[1]));
+    const T acc_far_direct = acc_fd + T(other[3]);
     if (solve_near) {
       T acc_all = std::exp(P - qmax), acc_near = 0;
       for (std::int64_t k = 0; k < nn; ++k) acc_near += std::exp(q[near[k]] - qmax);
@@ -574,10 +688,10 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
       // Newton step then reaches the row's aim
       const T start_tol = std::is_same<T, float>::value ? T(1e-4) : T(1e-7);
       // gather the near keys into contiguous buffers: their Newton loops vectorise
-      T* __restrict ns = w.ns.data();
-      T* __restrict nc = w.nc.data();
-      T* __restrict nlc = w.nlc.data();
-      T* __restrict nx = w.nx.data();
+      T* __restrict ns = pr.ns.data();
+      T* __restrict nc = pr.nc.data();
+      T* __restrict nlc = pr.nlc.data();
+      T* __restrict nx = pr.nx.data();
       const std::int64_t nk = std::int64_t(nn);
       for (std::int64_t k = 0; k < nk; ++k) {
         const std::int64_t j = near[k];
@@ -641,22 +755,36 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
       }
       // far keys restart at the bound at the new zeta; near keys keep their root (below it)
 #pragma omp simd
-      for (std::int64_t j = 0; j < m; ++j) x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
-      for (std::int64_t k = 0; k < nk; ++k) x[near[k]] = std::min(x[near[k]], nx[k]);
+      for (std::int64_t j = lo; j < hi; ++j) x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+      for (std::int64_t k = 0; k < nk; ++k) {
+        const std::int64_t j = near[k];
+        if (j >= lo && j < hi) x[j] = std::min(x[j], nx[k]);
+      }
     }
   }
   const T floor_x = counted_floor<T>(T(tol));
-  // first evaluation at the start (a zero step)
   // first evaluation at the start (a zero step): where the far keys' a_j / C_j allow, from
   // the closed form (start_pass), else fresh exp/log
   PassSums ps;
   const T u_max = far_lr < inf ? std::exp(far_lr - zeta) : inf;
   if (u_max <= T(kStartLimit[2]))
-    ps = start_pass<T, 2>(m, w, kappa, zeta, qmax);
+    ps = start_pass<T, 2>(lo, hi, w, pr, kappa, zeta, qmax_own);
   else if (u_max <= T(kStartLimit[1]))
-    ps = start_pass<T, 1>(m, w, kappa, zeta, qmax);
+    ps = start_pass<T, 1>(lo, hi, w, pr, kappa, zeta, qmax_own);
   else
-    ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), zeta, floor_x);
+    ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), zeta, floor_x);
+  // the row's sums from both workers' (sums add, largest moves take the max)
+  auto combine = [&me](PassSums& p) {
+    const double mine[5] = {p.sum_a, p.sum_p, p.sum_pr, p.mdx, p.mall};
+    double other[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    exchange(me, mine, 5, other);
+    p.sum_a += other[0];
+    p.sum_p += other[1];
+    p.sum_pr += other[2];
+    p.mdx = std::max(p.mdx, other[3]);
+    p.mall = std::max(p.mall, other[4]);
+  };
+  combine(ps);
 
   // --- joint Newton on (x, zeta), every iterate clamped to the per-key upper bound of its
   // root, min(s_j - zeta - kappa log C_j, (1-rho)(s_j - zeta)); each pass applies one step
@@ -671,20 +799,21 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     // polynomial updates where every key's step allows them: the largest step of this pass,
     // found by a scan without transcendentals, picks the level (kPolyLimit); fresh exp/log
     // beyond 1/8. The pass re-checks (mall) in case rounding moved a key across the limit.
-    const double dmax = max_key_step<T>(m, w, omr, dz, nz);
+    const double dmax = max_key_step<T>(lo, hi, w, omr, dz, nz);
     const int poly = dmax <= kPolyLimit[3] ? 3 : dmax <= kPolyLimit[2] ? 2
                      : dmax <= kPolyLimit[1] ? 1 : 0;
-    ps = poly == 3 ? newton_pass<T, 3>(m, w, kappa, omr, dz, nz, floor_x)
-         : poly == 2 ? newton_pass<T, 2>(m, w, kappa, omr, dz, nz, floor_x)
-         : poly == 1 ? newton_pass<T, 1>(m, w, kappa, omr, dz, nz, floor_x)
-                     : newton_pass<T, 0>(m, w, kappa, omr, dz, nz, floor_x);
-    if (poly && ps.mall > kPolyLimit[poly]) {
-      for (std::int64_t j = 0; j < m; ++j) { r[j] = 0; gi[j] = 0; }
+    ps = poly == 3 ? newton_pass<T, 3>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+         : poly == 2 ? newton_pass<T, 2>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+         : poly == 1 ? newton_pass<T, 1>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+                     : newton_pass<T, 0>(lo, hi, w, kappa, omr, dz, nz, floor_x);
+    if (poly && ps.mall > kPolyLimit[poly]) {  // this worker's keys only: its own decision
+      for (std::int64_t j = lo; j < hi; ++j) { r[j] = 0; gi[j] = 0; }
       const double mdx = ps.mdx, mall = ps.mall;
-      ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), nz, floor_x);
+      ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), nz, floor_x);
       ps.mdx = mdx;
       ps.mall = mall;
     }
+    combine(ps);
     zeta = nz;
     const double step = std::max(double(std::abs(dz)), ps.mdx);
     if (!std::isfinite(step)) break;
@@ -719,6 +848,9 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
   if (done || stalled) return T(ps.sum_a);
   st.iters = int(std::min(it, joint_max));
   st.fallback = true;
+  // the fallback is serial: worker 1 leaves the row to worker 0 (both took this branch; the
+  // last exchange ordered worker 1's writes before worker 0's reads)
+  if (me.tm && me.t == 1) return T(0);
   const std::int64_t rest = std::max<std::int64_t>(1, max_iter - joint_max);
   if (max_iter > joint_max || !std::isfinite(zeta)) {
     if (!std::isfinite(zeta)) zeta = 0;
@@ -734,33 +866,50 @@ T solve_compact(std::int64_t m, Work<T>& w, T kappa, T omr, double tol, std::int
     gi[j] = 0;
     q[j] = inf;  // only the (1-rho)(s_j - zeta) bound clamps here: the root satisfies it
   }
-  ps = newton_pass<T, 0>(m, w, kappa, omr, T(0), zeta, floor_x);
+  ps = newton_pass<T, 0>(0, m, w, kappa, omr, T(0), zeta, floor_x);
   return T(ps.sum_a);
 }
 
 // Solve one row in place: srow (l keys, -inf = masked), col (l masses C[l-1, :], updated to
 // C'[l, :]), out (l weights, written). lcol: log of col (maintained here as well).
+// w: the row's work arrays; pr: this worker's private lists (w itself when alone); me: alone
+// (me.tm == nullptr) or one of a team of two, which split the keys at h: [0, h) and [h, l).
 template <typename T>
 RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kappa, T omr,
-                   double tol, std::int64_t max_iter, Work<T>& w) {
+                   double tol, std::int64_t max_iter, Work<T>& w, Work<T>& pr, Member& me) {
   RowStats st;
+  if (me.tm) {  // split on a multiple of 32 keys (whole vectors and cache lines on each side)
+    const std::int64_t h = std::min(l, ((l + 1) / 2 + 31) / 32 * 32);
+    me.lo = me.t == 0 ? 0 : h;
+    me.hi = me.t == 0 ? h : l;
+  }
+  const std::int64_t lo = me.tm ? me.lo : 0, hi = me.tm ? me.hi : l;
   // row shift (Proposition 2.4): scores relative to the row max, so exp never overflows and
   // a constant shift changes nothing; a difference that overflows is -inf (weight 0).
   const T inf = std::numeric_limits<T>::infinity();
   T smax = -inf, smin = inf;
   int nanc = 0;
 #pragma omp simd reduction(max : smax) reduction(min : smin) reduction(| : nanc)
-  for (std::int64_t j = 0; j < l; ++j) {
+  for (std::int64_t j = lo; j < hi; ++j) {
     const T v = srow[j];
     nanc |= (v != v) ? 1 : 0;
     smax = v > smax ? v : smax;
     smin = v < smin ? v : smin;
   }
+  if (me.tm) {
+    const double mine[3] = {double(smax), double(smin), double(nanc)};
+    double other[3] = {-double(inf), double(inf), 0.0};
+    exchange(me, mine, 3, other);
+    smax = std::max(smax, T(other[0]));
+    smin = std::min(smin, T(other[1]));
+    nanc |= other[2] != 0.0 ? 1 : 0;
+  }
   const bool nan = nanc != 0;
   if (nan || smax == inf || smax == -inf) {  // the caller raises ValueError
     st.bad = nan ? 1 : (smax == inf ? 2 : 3);
     st.ok = false;
-    for (std::int64_t j = 0; j < l; ++j) out[j] = 0;
+    if (!me.tm || me.t == 0)
+      for (std::int64_t j = 0; j < l; ++j) out[j] = 0;
     return st;
   }
   const T cut = -(Lim<T>::under + std::log(T(l)) + T(4)) / omr;  // weight < e^{-under}
@@ -771,13 +920,17 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     T* __restrict wc = w.c.data();
     T* __restrict wl = w.lc.data();
 #pragma omp simd
-    for (std::int64_t j = 0; j < l; ++j) {
+    for (std::int64_t j = lo; j < hi; ++j) {
       ws[j] = srow[j] - smax;
       wc[j] = col[j];
       wl[j] = lcol[j];
     }
     m = l;
     s_abs = std::max(std::abs(smax), std::abs(smin));
+  } else if (me.tm) {  // masked keys: the compaction is serial, worker 0 solves the row alone
+    if (me.t == 1) return st;
+    Member alone;
+    return solve_row<T>(l, srow, col, lcol, out, kappa, omr, tol, max_iter, w, pr, alone);
   }
   for (std::int64_t j = 0; m < l && j < l; ++j) {
     const T v = srow[j] - smax;  // -inf for masked keys and overflowing differences
@@ -793,7 +946,11 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   }
   if (m == 0) return st;  // cannot happen for a validated row (its max key survives)
   const bool all = (m == l);
-  const T tot = solve_compact<T>(m, w, kappa, omr, tol, max_iter, s_abs, st);
+  const T tot = solve_compact<T>(m, w, pr, me, kappa, omr, tol, max_iter, s_abs, st);
+  if (me.tm && st.fallback && me.t == 1) return st;  // worker 0 finished the row alone
+  // the keys this worker normalises: its range in a team, all of them alone or after a fallback
+  const bool split = me.tm && !st.fallback;
+  const std::int64_t nlo = split ? lo : 0, nhi = split ? hi : l;
   const T* __restrict a = w.a.data();
   const T* __restrict ld = w.ld.data();
   const T* __restrict c = w.c.data();
@@ -809,7 +966,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   };
   if (all && adinv <= T(kPolyLimit[3])) {
 #pragma omp simd
-    for (std::int64_t j = 0; j < l; ++j) {
+    for (std::int64_t j = nlo; j < nhi; ++j) {
       const T aj = a[j] * inv;
       const T dk = c[j] + a[j];
       out[j] = aj;
@@ -818,14 +975,14 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     }
   } else if (all && adinv <= T(kPolyLimit[1])) {
 #pragma omp simd
-    for (std::int64_t j = 0; j < l; ++j) {
+    for (std::int64_t j = nlo; j < nhi; ++j) {
       const T aj = a[j] * inv;
       out[j] = aj;
       col[j] = c[j] + aj;
       lcol[j] = new_log(j);
     }
   } else if (adinv > T(kPolyLimit[1])) {  // far from normalised (an unconverged row)
-    for (std::int64_t k = 0; k < m; ++k) {
+    for (std::int64_t k = all ? nlo : 0; k < (all ? nhi : m); ++k) {
       const std::int64_t j = all ? k : w.idx[k];
       const T aj = a[k] * inv;
       out[j] = aj;
@@ -844,6 +1001,55 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   return st;
 }
 
+// Rows from this length on are split between the two workers of a team (below it the
+// exchanges cost more than the halved arithmetic saves; measured in benchmarks/).
+constexpr std::int64_t kSplitRow = 256;
+
+// Rows [0, n) of one (batch, head) slice: solve, zero the upper triangle (out is not
+// zero-initialised: one pass over n^2 less), and gather the slice's statistics into st5.
+// Alone (me.tm == nullptr) every row; in a team, rows of length >= kSplitRow are shared and
+// the shorter ones are worker 0's; only worker 0 writes the zeros and the statistics.
+template <typename T>
+void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T omr, double tol,
+                 std::int64_t max_iter, Work<T>& w, Work<T>& pr, Member& me, double* st5) {
+  const bool lead = me.tm == nullptr || me.t == 0;
+  double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0;
+  Member alone;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t l = i + 1;
+    const bool shared = me.tm != nullptr && l >= kSplitRow;
+    if (!shared && !lead) continue;  // worker 1 waits for the next shared row's exchange
+    RowStats st = solve_row<T>(l, sb + i * n, col, lcol, ob + i * n, kappa, omr, tol, max_iter,
+                               w, pr, shared ? me : alone);
+    // the upper triangle: halved between the workers of a shared row (one worker filling it
+    // all left the other waiting at the exchanges), else by whoever solved the row
+    T* const zb = ob + i * n + l;
+    T* const ze = ob + (i + 1) * n;
+    if (shared) {
+      T* const zm = zb + (ze - zb) / 2;
+      std::fill(me.t == 0 ? zb : zm, me.t == 0 ? zm : ze, T(0));
+    } else if (lead) {
+      std::fill(zb, ze, T(0));
+    }
+    if (st.bad) {  // both workers see it (from the exchanged row scan) and stop
+      bad = st.bad;
+      if (lead) std::fill(ob + (i + 1) * n, ob + n * n, T(0));
+      break;
+    }
+    mi = std::max(mi, double(st.iters));
+    mr = std::max(mr, st.resid);
+    ok = (ok > 0 && st.ok) ? 1 : 0;
+    fb += st.fallback ? 1 : 0;
+  }
+  if (lead) {
+    st5[0] = mi;
+    st5[1] = mr;
+    st5[2] = ok;
+    st5[3] = fb;
+    st5[4] = bad;
+  }
+}
+
 template <typename T>
 void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& stats, double rho,
                   double tol, std::int64_t max_iter) {
@@ -854,6 +1060,44 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
   double* stp = stats.data_ptr<double>();
   const T kappa = T(rho / (1.0 - rho));
   const T omr = T(1.0 - rho);
+  if (B == 1 && n >= kSplitRow && at::get_num_threads() >= 2 && !at::in_parallel_region()) {
+    // one slice and two threads: a team of two on its rows (a slice per thread would leave
+    // one idle). If only one thread shows up (a busy pool), worker 0 goes alone.
+    Team team;
+    Work<T> w0, w1;
+    w0.resize(n);
+    w1.resize(n);
+    team.priv[0] = &w0;
+    team.priv[1] = &w1;
+    std::vector<T> col(n, T(0)), lcol(n, T(0));
+    at::parallel_for(0, 2, 1, [&](std::int64_t b0, std::int64_t b1) {
+      Member me;
+      if (b1 - b0 == 2) {  // one thread was given both halves: alone
+        solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0, w0,
+                       me, stp);
+        return;
+      }
+      me.t = int(b0);
+      int expect = 0;
+      if (me.t == 1) {
+        if (!team.state.compare_exchange_strong(expect, 1)) return;  // worker 0 went alone
+      } else {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (team.state.load(std::memory_order_acquire) == 0 &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20))
+          cpu_relax();
+        if (team.state.compare_exchange_strong(expect, 2)) {  // nobody came: alone
+          solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0, w0,
+                         me, stp);
+          return;
+        }
+      }
+      me.tm = &team;
+      solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0,
+                     me.t == 0 ? w0 : w1, me, stp);
+    });
+    return;
+  }
   at::parallel_for(0, B, 1, [&](std::int64_t b0, std::int64_t b1) {
     Work<T> w;
     w.resize(n);
@@ -861,29 +1105,9 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
     for (std::int64_t b = b0; b < b1; ++b) {
       std::fill(col.begin(), col.end(), T(0));
       std::fill(lcol.begin(), lcol.end(), T(0));
-      const T* sb = sp + b * n * n;
-      T* ob = op + b * n * n;
-      double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        RowStats st = solve_row<T>(i + 1, sb + i * n, col.data(), lcol.data(), ob + i * n,
-                                   kappa, omr, tol, max_iter, w);
-        // out is not zero-initialised (one pass over n^2 less): the upper triangle here
-        std::fill(ob + i * n + i + 1, ob + (i + 1) * n, T(0));
-        if (st.bad) {
-          bad = st.bad;
-          std::fill(ob + (i + 1) * n, ob + n * n, T(0));
-          break;
-        }
-        mi = std::max(mi, double(st.iters));
-        mr = std::max(mr, st.resid);
-        ok = (ok > 0 && st.ok) ? 1 : 0;
-        fb += st.fallback ? 1 : 0;
-      }
-      stp[5 * b + 0] = mi;
-      stp[5 * b + 1] = mr;
-      stp[5 * b + 2] = ok;
-      stp[5 * b + 3] = fb;
-      stp[5 * b + 4] = bad;
+      Member alone;
+      solve_slice<T>(n, sp + b * n * n, op + b * n * n, col.data(), lcol.data(), kappa, omr, tol,
+                     max_iter, w, w, alone, stp + 5 * b);
     }
   });
 }
@@ -920,15 +1144,17 @@ std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, tor
   if (srow.scalar_type() == torch::kFloat64) {
     thread_local Work<double> w;
     if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
+    Member alone;
     st = solve_row<double>(l, srow.data_ptr<double>(), col.data_ptr<double>(),
                            lcol.data_ptr<double>(), out.data_ptr<double>(), kappa, omr, tol,
-                           max_iter, w);
+                           max_iter, w, w, alone);
   } else {
     thread_local Work<float> w;
     if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
+    Member alone;
     st = solve_row<float>(l, srow.data_ptr<float>(), col.data_ptr<float>(),
                           lcol.data_ptr<float>(), out.data_ptr<float>(), float(kappa),
-                          float(omr), tol, max_iter, w);
+                          float(omr), tol, max_iter, w, w, alone);
   }
   stp[0] = st.iters;
   stp[1] = st.resid;
