@@ -9,6 +9,7 @@ differences, huge shifts, unreachable tolerances, meta tensors) and the no-compi
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 
 import pytest
@@ -369,3 +370,14 @@ def test_build_falls_back_to_the_serial_kernel_without_openmp():
     assert compiled._build(FakeExtension) == "serial module"
     assert calls[0][1:] == (True, True) and calls[1][1:] == (False, False)
     assert calls[0][0] != calls[1][0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_kernel_shares_torchs_openmp_runtime():
+    # two OpenMP runtimes would each keep a spinning thread pool on the same cores: the
+    # extension must resolve libgomp to the copy torch already loaded
+    ext = compiled.load_extension()
+    ext.forward(rand_scores(2, 40, 40, seed=65), 0.5, 1e-10, 100)  # both pools would be up
+    with open("/proc/self/maps") as maps:
+        runtimes = {line.split()[-1] for line in maps if "libgomp" in line or "libiomp" in line}
+    assert len(runtimes) <= 1, runtimes
