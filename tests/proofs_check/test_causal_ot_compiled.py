@@ -381,3 +381,16 @@ def test_kernel_shares_torchs_openmp_runtime():
     with open("/proc/self/maps") as maps:
         runtimes = {line.split()[-1] for line in maps if "libgomp" in line or "libiomp" in line}
     assert len(runtimes) <= 1, runtimes
+
+
+def test_one_head_team_that_dissolves_midway_still_matches(two_threads, monkeypatch):
+    # the team checks every 64 shared rows whether its waiting pays; forced to give up at the
+    # first check (row 320), worker 0 finishes the rows alone
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "-1")
+    s = rand_scores(1, 400, 400, seed=66, scale=2.0)
+    sh, live = shift_rows(s, live_mask(s))
+    fast = causal_ot_attention(s, 0.9, tol=1e-13).weights
+    ref, _, _ = exact_dense(sh, live, 0.9, 1e-13, 100)
+    assert (fast - ref).abs().max().item() <= 1e-12  # as in the team test above
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")  # never gives up
+    assert (causal_ot_attention(s, 0.9, tol=1e-13).weights - ref).abs().max().item() <= 1e-12

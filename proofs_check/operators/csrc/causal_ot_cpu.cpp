@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -217,6 +218,7 @@ struct Member {
   int t = 0;
   std::int64_t lo = 0, hi = 0;
   std::int64_t count = 0;
+  double waited = 0.0;  // seconds spent waiting at exchanges (timed only when it had to wait)
 };
 
 // Publish k values, wait for the other worker to publish its k, read them into other (left
@@ -228,6 +230,11 @@ inline void exchange(Member& me, const double* mine, int k, double* other) {
   for (int i = 0; i < k; ++i) tm.slot[par][me.t][i] = mine[i];
   me.count += 1;
   tm.arrive[me.t].v.store(me.count, std::memory_order_release);
+  if (tm.arrive[1 - me.t].v.load(std::memory_order_acquire) >= me.count) {  // no wait
+    for (int i = 0; i < k; ++i) other[i] = tm.slot[par][1 - me.t][i];
+    return;
+  }
+  const auto wait0 = std::chrono::steady_clock::now();
   std::int64_t spins = 0;
   std::chrono::steady_clock::time_point since{};
   while (tm.arrive[1 - me.t].v.load(std::memory_order_acquire) < me.count) {
@@ -243,6 +250,7 @@ inline void exchange(Member& me, const double* mine, int k, double* other) {
                   "causal OT kernel: the two workers of a team lost step (a bug)");
     }
   }
+  me.waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
   for (int i = 0; i < k; ++i) other[i] = tm.slot[par][1 - me.t][i];
 }
 
@@ -1004,6 +1012,16 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
 // Rows from this length on are split between the two workers of a team (below it the
 // exchanges cost more than the halved arithmetic saves; measured in benchmarks/).
 constexpr std::int64_t kSplitRow = 256;
+// The team's check: every kTeamCheck shared rows; it dissolves when the two workers together
+// waited more than kTeamGiveUp of the window (1 would be break-even if waiting were the only
+// loss; a shared row's work is also slower than alone (cache lines change hands), so 0.5).
+// PROOFS_CHECK_TEAM_GIVE_UP overrides kTeamGiveUp (tests: < 0 dissolves at the first check).
+constexpr std::int64_t kTeamCheck = 64;
+constexpr double kTeamGiveUp = 0.5;
+inline double team_give_up() {
+  const char* v = std::getenv("PROOFS_CHECK_TEAM_GIVE_UP");
+  return v && *v ? std::atof(v) : kTeamGiveUp;
+}
 
 // Rows [0, n) of one (batch, head) slice: solve, zero the upper triangle (out is not
 // zero-initialised: one pass over n^2 less), and gather the slice's statistics into st5.
@@ -1015,9 +1033,30 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
   const bool lead = me.tm == nullptr || me.t == 0;
   double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0;
   Member alone;
+  bool team = me.tm != nullptr;
+  const double give_up = team_give_up();
+  auto window_start = std::chrono::steady_clock::now();
+  double waited_before = 0.0;
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t l = i + 1;
-    const bool shared = me.tm != nullptr && l >= kSplitRow;
+    // Every kTeamCheck shared rows the team checks that it pays: the two workers' waiting
+    // over the window against its length (team time T, useful work T - W_t each, so alone
+    // would take about 2T - W_0 - W_1; on a machine whose cores are time-shared the waits
+    // grow and the team loses). Both decide from the same exchanged numbers.
+    if (team && l >= kSplitRow && (l - kSplitRow) % kTeamCheck == 0 && l > kSplitRow) {
+      const auto now = std::chrono::steady_clock::now();
+      const double mine[2] = {me.waited - waited_before,
+                              std::chrono::duration<double>(now - window_start).count()};
+      double other[2] = {0.0, 0.0};
+      exchange(me, mine, 2, other);
+      if (mine[0] + other[0] > give_up * std::max(mine[1], other[1])) {
+        team = false;  // dissolve: worker 0 solves the remaining rows alone
+        if (!lead) return;
+      }
+      window_start = std::chrono::steady_clock::now();
+      waited_before = me.waited;
+    }
+    const bool shared = team && l >= kSplitRow;
     if (!shared && !lead) continue;  // worker 1 waits for the next shared row's exchange
     RowStats st = solve_row<T>(l, sb + i * n, col, lcol, ob + i * n, kappa, omr, tol, max_iter,
                                w, pr, shared ? me : alone);
