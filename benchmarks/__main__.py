@@ -158,6 +158,15 @@ def _check_out(text: str) -> Path:
     return out
 
 
+def _previous_results(out: Path) -> dict[str, Any]:
+    """What ``out`` already holds (a dict with ``areas``), else an empty dict."""
+    try:
+        data = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and isinstance(data.get("areas"), dict) else {}
+
+
 def _write_results(out: Path, results: dict[str, Any]) -> None:
     """Atomically: a temporary file beside ``out``, then ``os.replace``; removed on failure."""
     fd, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=".results-", suffix=".tmp")
@@ -186,7 +195,10 @@ def _main(argv: list[str] | None) -> int:
         raise UsageError(f"--only: unknown area(s) {echo(unknown)}; choose from {AREAS}")
     areas = list(dict.fromkeys(items))
     out = _check_out(args.out)  # before minutes of benchmarks, not after
-    results: dict[str, Any] = {"machine": describe_machine(), "quick": args.quick, "areas": {}}
+    # --only updates its areas in --out and keeps the others (and any recorded runs and notes)
+    results: dict[str, Any] = _previous_results(out)
+    results.update({"machine": describe_machine(), "quick": args.quick})
+    results.setdefault("areas", {})
     for i, area in enumerate(areas, 1):
         progress(PROG, f"[{i}/{len(areas)}] {area}: running")
         start = time.perf_counter()

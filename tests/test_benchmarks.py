@@ -87,3 +87,24 @@ def test_warm_allocator_says_what_it_did():
     assert said.startswith(("warm", "default"))
     # idempotent: a second call leaves the same state
     assert warm_allocator() == said
+
+
+def test_only_updates_its_area_and_keeps_the_rest(tmp_path, monkeypatch, capsys):
+    import json
+    import types
+
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps({
+        "machine": {"cores": 1}, "quick": False, "notes": {"margin": "kept"},
+        "recorded_runs": [{"command": "x"}],
+        "areas": {"margin": [{"old": 1}], "masses": [{"kept": 2}]},
+    }))
+    fake = types.SimpleNamespace(run=lambda quick=False: [{"new": 3}])
+    real_import = bench_main.importlib.import_module
+    monkeypatch.setattr(bench_main.importlib, "import_module",
+                        lambda name: fake if name == "benchmarks.margin" else real_import(name))
+    assert bench_main.main(["--only", "margin", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["areas"] == {"margin": [{"new": 3}], "masses": [{"kept": 2}]}
+    assert data["notes"] == {"margin": "kept"} and data["recorded_runs"] == [{"command": "x"}]
+    assert data["machine"]["cores"] >= 1
