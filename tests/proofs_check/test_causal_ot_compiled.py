@@ -108,6 +108,19 @@ def test_upper_triangle_is_written_zero_on_reused_dirty_memory():
             assert (w.sum(-1) - 1).abs().max().item() <= 10 * tol
 
 
+def test_backward_upper_triangle_is_written_zero_on_reused_dirty_memory():
+    # the backward's output is uninitialised too (torch.empty_like), as in the forward test
+    s = rand_scores(3, 40, 40, seed=67)
+    w = causal_ot_attention(s, 0.9).weights
+    g = rand_scores(3, 40, 40, seed=68)
+    for _ in range(3):
+        junk = torch.full((3, 40, 40), math.nan, dtype=F64)
+        del junk
+        gs = compiled.compiled_backward(w, g, 0.9)
+        assert torch.count_nonzero(torch.triu(gs, 1)) == 0
+        assert bool(torch.isfinite(gs).all())
+
+
 @pytest.mark.parametrize("rho", [0.3, 0.9])
 def test_compiled_matches_plain_sweeps_at_n_64(rho):
     s = rand_scores(64, 64, seed=33)
