@@ -332,7 +332,7 @@ def test_one_head_on_two_threads_matches_pure_torch_solver(two_threads, rho):
     assert torch.count_nonzero(torch.triu(fast[0], 1)) == 0
 
 
-def test_one_head_two_threads_agrees_with_one_thread_in_float32(two_threads):
+def test_one_head_float32_on_two_threads_and_on_one_matches_float64(two_threads):
     s = rand_scores(1, 400, 400, seed=62, dtype=torch.float32, scale=3.0)
     team = causal_ot_attention(s, 0.9).weights
     torch.set_num_threads(1)
