@@ -79,6 +79,22 @@ def _masked_softmax_fn(s, mask):
     return lambda: torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
 
 
+def _team_rows(s, rho: float, tol: float) -> int | None:
+    """Rows the compiled kernel's team of two solved together in one more (untimed) call.
+
+    Non-zero only for one head on two or more threads; fewer than ``n - 255`` means the team
+    dissolved on the way (its workers waited too long at their exchanges: a busy machine).
+    None without the compiled kernel.
+    """
+    from proofs_check.operators import _causal_ot_compiled as compiled
+
+    ext = compiled.load_extension()
+    if ext is None:
+        return None
+    _, stats = ext.forward(s.contiguous(), float(rho), float(tol), 100)
+    return int(stats[:, 5].sum().item())
+
+
 def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
                repeats: int = 5) -> list[dict]:
     """One row per (n, heads, dtype, rho, method): iterations, wall time, ratio to softmax."""
@@ -124,6 +140,8 @@ def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
                             "wall_s": wall, "softmax_s": sm, "ratio_to_softmax": wall / sm,
                             "threads": torch.get_num_threads(), "allocator": allocator,
                         }
+                        if method == "newton":
+                            row["team_rows"] = _team_rows(s, rho, res.info.tol)
                         out.append(row)
                         print(json.dumps(row), file=sys.stderr, flush=True)
     return out
@@ -260,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         if "method" in r:
             extra = (f"iters={r['iterations']:5d} conv={r['converged']!s:5s} "
                      if "iterations" in r else "")
+            if r.get("team_rows"):
+                extra += f"team rows={r['team_rows']:5d} "
             print(f"n={r['n']:5d} h={r['heads']} {r['dtype']:7s} rho={r['rho']:<4} "
                   f"{r['method']:14s} {extra}wall={r['wall_s']:8.4f}s "
                   f"({r['ratio_to_softmax']:6.2f}x masked softmax)")

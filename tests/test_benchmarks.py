@@ -80,6 +80,23 @@ def test_operator_benchmark_rows_at_tiny_size():
     assert all(r["ratio_to_softmax"] > 0 for r in rows)
 
 
+def test_operator_rows_say_how_many_rows_the_team_shared(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from benchmarks.operators import dense_rows
+    from proofs_check.operators import _causal_ot_compiled as compiled
+
+    if compiled.load_extension() is None:
+        pytest.skip("no compiled kernel on this machine (the pure path has no team)")
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")  # a busy machine may dissolve it
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        (row,) = dense_rows([300], [0.5], [torch.float64], ["newton"], repeats=1)
+    finally:
+        torch.set_num_threads(before)
+    assert row["threads"] == 2 and row["team_rows"] == 300 - 255  # rows 256..299
+
+
 def test_warm_allocator_says_what_it_did():
     from benchmarks.operators import warm_allocator
 

@@ -360,6 +360,36 @@ def test_one_head_two_threads_unconverged_rows_are_finished_by_one_worker(two_th
     assert (team.sum(-1) - 1).abs().max().item() <= 1e-12
 
 
+def test_one_head_team_shares_every_row_from_256_on(two_threads, monkeypatch):
+    # stats column 5 counts the rows the two workers solved together: rows 256..n-1 unless the
+    # team dissolves. Its waiting check is switched off here (a shared machine may really make
+    # it dissolve); what this pins is that a formed team shares every long row.
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")
+    ext = compiled.load_extension()
+    s = rand_scores(1, 600, 600, seed=65)
+    _, st = ext.forward(s, 0.9, 1e-10, 100)
+    assert int(st[0, 5]) == 600 - 255
+    torch.set_num_threads(1)
+    _, st_alone = ext.forward(s, 0.9, 1e-10, 100)
+    assert int(st_alone[0, 5]) == 0
+
+
+def test_one_head_team_forced_to_dissolve_finishes_alone_and_agrees(two_threads, monkeypatch):
+    # a negative give-up threshold dissolves the team at its first check (row 320, after the
+    # 64 shared rows 256..319); worker 0 then solves the rest alone, from the same column
+    # masses: the weights agree with one thread's to rounding (different summation orders
+    # in the 64 shared rows, ~1e-16 each, carried through later rows' column masses)
+    ext = compiled.load_extension()
+    s = rand_scores(1, 500, 500, seed=66, scale=2.0)
+    torch.set_num_threads(1)
+    alone, _ = ext.forward(s, 0.99, 1e-12, 100)
+    torch.set_num_threads(2)
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "-1")
+    dissolved, st = ext.forward(s, 0.99, 1e-12, 100)
+    assert int(st[0, 5]) == 64 and st[0, 2] == 1
+    assert (dissolved - alone).abs().max().item() <= 1e-11
+
+
 def test_one_head_two_threads_refuses_an_invalid_split_row(two_threads):
     s = rand_scores(1, 300, 300, seed=64)
     s[0, 299, 150] = math.nan  # in worker 1's half of a split row

@@ -1024,14 +1024,14 @@ inline double team_give_up() {
 }
 
 // Rows [0, n) of one (batch, head) slice: solve, zero the upper triangle (out is not
-// zero-initialised: one pass over n^2 less), and gather the slice's statistics into st5.
+// zero-initialised: one pass over n^2 less), and gather the slice's statistics into st6.
 // Alone (me.tm == nullptr) every row; in a team, rows of length >= kSplitRow are shared and
 // the shorter ones are worker 0's; only worker 0 writes the zeros and the statistics.
 template <typename T>
 void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T omr, double tol,
-                 std::int64_t max_iter, Work<T>& w, Work<T>& pr, Member& me, double* st5) {
+                 std::int64_t max_iter, Work<T>& w, Work<T>& pr, Member& me, double* st6) {
   const bool lead = me.tm == nullptr || me.t == 0;
-  double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0;
+  double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0;
   Member alone;
   bool team = me.tm != nullptr;
   const double give_up = team_give_up();
@@ -1075,17 +1075,25 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
       if (lead) std::fill(ob + (i + 1) * n, ob + n * n, T(0));
       break;
     }
+    if (shared && l == kSplitRow) {  // the first window starts after the first shared row:
+      // worker 1 waited there for worker 0's unshared rows, which is not the team's cost
+      // (counted, it dissolved almost every team at the first check)
+      window_start = std::chrono::steady_clock::now();
+      waited_before = me.waited;
+    }
+    shared_rows += shared ? 1 : 0;
     mi = std::max(mi, double(st.iters));
     mr = std::max(mr, st.resid);
     ok = (ok > 0 && st.ok) ? 1 : 0;
     fb += st.fallback ? 1 : 0;
   }
   if (lead) {
-    st5[0] = mi;
-    st5[1] = mr;
-    st5[2] = ok;
-    st5[3] = fb;
-    st5[4] = bad;
+    st6[0] = mi;
+    st6[1] = mr;
+    st6[2] = ok;
+    st6[3] = fb;
+    st6[4] = bad;
+    st6[5] = shared_rows;
   }
 }
 
@@ -1095,7 +1103,8 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
   const std::int64_t B = s.size(0), n = s.size(1);
   const T* sp = s.data_ptr<T>();
   T* op = out.data_ptr<T>();
-  // (B, 5): max iters, max resid, all ok, fallbacks, first invalid-row code
+  // (B, 6): max iters, max resid, all ok, fallbacks, first invalid-row code, rows the team
+  // of two solved together (0 unless one slice on two threads; see solve_slice)
   double* stp = stats.data_ptr<double>();
   const T kappa = T(rho / (1.0 - rho));
   const T omr = T(1.0 - rho);
@@ -1146,19 +1155,19 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
       std::fill(lcol.begin(), lcol.end(), T(0));
       Member alone;
       solve_slice<T>(n, sp + b * n * n, op + b * n * n, col.data(), lcol.data(), kappa, omr, tol,
-                     max_iter, w, w, alone, stp + 5 * b);
+                     max_iter, w, w, alone, stp + 6 * b);
     }
   });
 }
 
 // Forward: s (B, n, n) contiguous float32/float64 (entries above the diagonal ignored, -inf
-// masked). Returns (weights (B, n, n), stats (B, 4) float64).
+// masked). Returns (weights (B, n, n), stats (B, 6) float64, see forward_impl).
 std::vector<torch::Tensor> forward(torch::Tensor s, double rho, double tol, std::int64_t max_iter) {
   TORCH_CHECK(s.dim() == 3 && s.size(1) == s.size(2), "scores must be (B, n, n)");
   TORCH_CHECK(s.device().is_cpu(), "CPU tensors only");
   s = s.contiguous();
   auto out = torch::empty_like(s);  // every entry written by forward_impl
-  auto stats = torch::zeros({s.size(0), 5}, s.options().dtype(torch::kFloat64));
+  auto stats = torch::zeros({s.size(0), 6}, s.options().dtype(torch::kFloat64));
   if (s.scalar_type() == torch::kFloat64) {
     forward_impl<double>(s, out, stats, rho, tol, max_iter);
   } else {
