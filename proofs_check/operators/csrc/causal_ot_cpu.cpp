@@ -507,20 +507,52 @@ std::int64_t gather_if(std::int64_t lo, std::int64_t hi, std::int64_t* __restric
 // level-L log1p polynomial was sized for (see kPolyLimit).
 constexpr double kStartLimit[3] = {0.0, 0.1331484530668263, 0.0157477085866857};
 
-// The first evaluation (newton_pass<T, 0> with a zero step) without fresh transcendentals for
-// the keys whose start keeps the closed form x_j = q_j - zeta: there a_j = E_j e^{qmax - zeta}
-// with E_j = e^{q_j - qmax} from the P sum (held in w.a on entry) and
-// log D_j = log C_j + log1p(a_j / C_j), by the level-LEVEL polynomial (caller: every such
-// key has a_j / C_j <= kStartLimit[LEVEL]). The other keys (fresh, near, clamped, or a ratio
-// beyond the limit: flagged a_j = -1 by the vector loop) are evaluated fresh afterwards.
+// The near keys solved in the start (their iterates nx[k], k < nk, in the order of the merged
+// list near): each worker puts its own ones in place of the bound.
+template <typename T>
+void place_near(std::int64_t lo, std::int64_t hi, T* x, const std::int64_t* near,
+                std::int64_t nk, const T* nx) {
+  for (std::int64_t k = 0; k < nk; ++k) {
+    const std::int64_t j = near[k];
+    if (j >= lo && j < hi) x[j] = std::min(x[j], nx[k]);
+  }
+}
+
+// The start x_j = min(q_j - zeta, (1-rho)(s_j - zeta)), the near keys' iterates in place, and
+// a zero step (r = 1/g = 0): for newton_pass<T, 0> as the first evaluation.
+template <typename T>
+void start_plain(std::int64_t lo, std::int64_t hi, Work<T>& w, T omr, T zeta,
+                 const std::int64_t* near, std::int64_t nk, const T* nx) {
+  const T* __restrict s = w.s.data();
+  const T* __restrict q = w.q.data();
+  T* __restrict x = w.x.data();
+  T* __restrict r = w.r.data();
+  T* __restrict gi = w.gi.data();
+#pragma omp simd
+  for (std::int64_t j = lo; j < hi; ++j) {
+    x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+    r[j] = 0;
+    gi[j] = 0;
+  }
+  place_near<T>(lo, hi, x, near, nk, nx);
+}
+
+// The start and its first evaluation (newton_pass<T, 0> with a zero step at the start
+// x_j = min(q_j - zeta, (1-rho)(s_j - zeta)), the near keys' iterates in place) without fresh
+// transcendentals for the keys whose start keeps the closed form x_j = q_j - zeta: there
+// a_j = E_j e^{qmax - zeta} with E_j = e^{q_j - qmax} from the P sum (held in w.a on entry;
+// -1 marks a near key) and log D_j = log C_j + log1p(a_j / C_j), by the level-LEVEL polynomial
+// (caller: every such key has a_j / C_j <= kStartLimit[LEVEL]). The other keys (fresh, near,
+// clamped, or a ratio beyond the limit: flagged a_j = -1 by the vector loop) are evaluated
+// fresh afterwards.
 template <typename T, int LEVEL>
-PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T kappa, T zeta,
-                    T qmax) {
+PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T kappa, T omr,
+                    T zeta, T qmax, const std::int64_t* near, std::int64_t nk, const T* nx) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
   const T* __restrict lc = w.lc.data();
   const T* __restrict q = w.q.data();
-  const T* __restrict x = w.x.data();
+  T* __restrict x = w.x.data();
   T* __restrict r = w.r.data();
   T* __restrict gi = w.gi.data();
   T* __restrict a = w.a.data();
@@ -532,15 +564,18 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T
 #pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : any_exc)
   for (std::int64_t j = lo; j < hi; ++j) {
     const bool old = c[j] > 0;
+    const T xq = q[j] - zeta, xs = omr * (s[j] - zeta);
+    const T xj = std::min(xq, xs);
+    x[j] = xj;
     const T an0 = a[j] * scale;
     const T u = an0 / std::max(c[j], Lim<T>::tiny);  // (a selected divisor: not vectorised)
-    const bool plain = old & (x[j] == q[j] - zeta) & (u <= ulim);
+    const bool plain = old & (xq <= xs) & (an0 >= T(0)) & (u <= ulim);
     const T uu = plain ? u : T(0);
     const T an = plain ? an0 : T(0);
     const T ldn = lc[j] + log1p_small<T, LEVEL>(uu);
     const T dn = c[j] + an;
     const T g_inv = plain ? dn / (dn + kappa * an) : T(0);
-    const T rj = x[j] + kappa * ldn + zeta - s[j];
+    const T rj = xj + kappa * ldn + zeta - s[j];
     const T p = an * g_inv;
     a[j] = plain ? an : T(-1);
     ld[j] = ldn;
@@ -551,6 +586,7 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T
     sum_pr += p * rj;
     any_exc = std::max(any_exc, plain ? T(0) : T(1));
   }
+  place_near<T>(lo, hi, x, near, nk, nx);  // (flagged: exceptions)
   if (any_exc > 0) {
     std::int64_t* __restrict idx = pr.exc.data();
     const std::int64_t ne = gather_if(lo, hi, idx, [&](std::int64_t j) { return a[j] < T(0); });
@@ -645,12 +681,6 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     zeta += dz;
     if (!(std::abs(dz) > T(1e-3) * std::sqrt(T(tol)))) break;
   }
-#pragma omp simd
-  for (std::int64_t j = lo; j < hi; ++j) {
-    x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
-    r[j] = 0;
-    gi[j] = 0;
-  }
   // Near keys: old keys whose start weight is not small against their column mass
   // (kappa a_j / C_j > 0.05 at the upper bound), where "keeps its potential" is a poor start and
   // the bound overestimates a_j (by up to a factor e^{kappa log(1 + a_j/C_j)}). If there are
@@ -660,6 +690,9 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   // Newton on zeta: 5.5 outer times 3.3 inner steps per row at rho = 0.99, against 4 to 6
   // joint steps; 15% of the forward at n = 512, rho = 0.99.)
   T far_lr = inf;  // no closed-form start pass unless set below
+  const std::int64_t* near = nullptr;  // the near keys solved below (nk of them), iterates nx
+  std::int64_t nk = 0;
+  const T* nx_done = nullptr;
   if (qmax > -inf) {
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
     const std::int64_t nn_own = gather_if(lo, hi, pr.near.data(), [&](std::int64_t j) {
@@ -669,7 +702,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     // (old keys, not near ones if those are solved below): sets the start pass's log1p degree;
     // and, in the same loop, the far keys' sum of E_j = e^{q_j - qmax} (from the P sum)
     T mx_all = -inf, mx_far = -inf, acc_fd = 0;
-    const T* __restrict ea = w.a.data();
+    T* __restrict ea = w.a.data();
 #pragma omp simd reduction(max : mx_all, mx_far) reduction(+ : acc_fd)
     for (std::int64_t j = lo; j < hi; ++j) {
       const T v = q[j] - lc[j];
@@ -683,7 +716,6 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     const double mine[4] = {double(nn_own), double(mx_all), double(mx_far), double(acc_fd)};
     double other[4] = {0.0, -double(inf), -double(inf), 0.0};
     exchange(me, mine, 4, other);
-    const std::int64_t* near = nullptr;
     const std::int64_t nn = merge_lists<T>(me, &Work<T>::near, nn_own, std::int64_t(other[0]),
                                            pr, &Work<T>::near_m, &near);
     const bool solve_near = nn > 0 && nn <= kMaxNear;
@@ -701,13 +733,14 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
       T* __restrict nc = pr.nc.data();
       T* __restrict nlc = pr.nlc.data();
       T* __restrict nx = pr.nx.data();
-      const std::int64_t nk = std::int64_t(nn);
+      nk = std::int64_t(nn);
       for (std::int64_t k = 0; k < nk; ++k) {
         const std::int64_t j = near[k];
         ns[k] = s[j];
         nc[k] = c[j];
         nlc[k] = lc[j];
-        nx[k] = x[j];
+        nx[k] = std::min(q[j] - zeta, omr * (s[j] - zeta));
+        if (j >= lo && j < hi) ea[j] = T(-1);  // marks a near key for the start pass
       }
       const std::int64_t nkp = (nk + kNearPad<T> - 1) / kNearPad<T> * kNearPad<T>;
       for (std::int64_t k = nk; k < nkp; ++k) {  // no-op lanes: dx = 0, a = 0 at every zeta
@@ -757,13 +790,8 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
         const T tot = far + fr + sa;
         dz = (tot * std::log(tot) - spr) / (sp + far + omr * fr);
       }
-      // far keys restart at the bound at the new zeta; near keys keep their iterate (clamped)
-#pragma omp simd
-      for (std::int64_t j = lo; j < hi; ++j) x[j] = std::min(q[j] - zeta, omr * (s[j] - zeta));
-      for (std::int64_t k = 0; k < nk; ++k) {
-        const std::int64_t j = near[k];
-        if (j >= lo && j < hi) x[j] = std::min(x[j], nx[k]);
-      }
+      // the far keys start at the bound at the new zeta, the near keys from their iterates
+      nx_done = nx;
     }
   }
   const T floor_x = counted_floor<T>(T(tol));
@@ -771,12 +799,14 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   // the closed form (start_pass), else fresh exp/log
   PassSums ps;
   const T u_max = far_lr < inf ? std::exp(far_lr - zeta) : inf;
-  if (u_max <= T(kStartLimit[2]))
-    ps = start_pass<T, 2>(lo, hi, w, pr, kappa, zeta, qmax_own);
-  else if (u_max <= T(kStartLimit[1]))
-    ps = start_pass<T, 1>(lo, hi, w, pr, kappa, zeta, qmax_own);
-  else
+  if (u_max <= T(kStartLimit[2])) {
+    ps = start_pass<T, 2>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near, nk, nx_done);
+  } else if (u_max <= T(kStartLimit[1])) {
+    ps = start_pass<T, 1>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near, nk, nx_done);
+  } else {
+    start_plain<T>(lo, hi, w, omr, zeta, near, nk, nx_done);
     ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), zeta, floor_x);
+  }
   // the row's sums from both workers' (sums add, largest moves take the max)
   auto combine = [&me](PassSums& p) {
     const double mine[5] = {p.sum_a, p.sum_p, p.sum_pr, p.mdx, p.mall};
