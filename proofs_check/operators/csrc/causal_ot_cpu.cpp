@@ -194,7 +194,7 @@ template <typename T>
 struct Work {
   std::vector<T> block;
   Arr<T> s, c, lc, q, x, r, gi, a, ld;
-  std::vector<T> ns, nc, nlc, nx, nr, ngi;
+  std::vector<T> ns, nc, nlc, nx, nr, ngi, na, nld;
   std::vector<std::int64_t> idx, fresh, near, exc, fresh_m, near_m;
   void resize(std::int64_t m) {
     constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));   // elements per cache line
@@ -207,6 +207,7 @@ struct Work {
     ns.resize(kMaxNear + kNearPad<T>); nc.resize(kMaxNear + kNearPad<T>);
     nlc.resize(kMaxNear + kNearPad<T>); nx.resize(kMaxNear + kNearPad<T>);
     nr.resize(kMaxNear + kNearPad<T>); ngi.resize(kMaxNear + kNearPad<T>);
+    na.resize(kMaxNear + kNearPad<T>); nld.resize(kMaxNear + kNearPad<T>);
     idx.resize(m);
     fresh.resize(m);
     near.resize(m);
@@ -529,22 +530,21 @@ std::int64_t gather_if(std::int64_t lo, std::int64_t hi, std::int64_t* __restric
 // level-L log1p polynomial was sized for (see kPolyLimit).
 constexpr double kStartLimit[3] = {0.0, 0.1331484530668263, 0.0157477085866857};
 
-// The near keys solved in the start (their iterates nx[k], k < nk, in the order of the merged
-// list near): each worker puts its own ones in place of the bound.
+// The near keys solved in the start: key near[k] (k < nk, the merged list of both workers) has
+// iterate x[k] and, evaluated there at the final zeta, a[k], ld[k], r[k], gi[k] (as newton_pass
+// evaluates them). nk = 0: none.
 template <typename T>
-void place_near(std::int64_t lo, std::int64_t hi, T* x, const std::int64_t* near,
-                std::int64_t nk, const T* nx) {
-  for (std::int64_t k = 0; k < nk; ++k) {
-    const std::int64_t j = near[k];
-    if (j >= lo && j < hi) x[j] = std::min(x[j], nx[k]);
-  }
-}
+struct NearKeys {
+  const std::int64_t* near = nullptr;
+  std::int64_t nk = 0;
+  const T *x = nullptr, *a = nullptr, *ld = nullptr, *r = nullptr, *gi = nullptr;
+};
 
 // The start x_j = min(q_j - zeta, (1-rho)(s_j - zeta)), the near keys' iterates in place, and
 // a zero step (r = 1/g = 0): for newton_pass<T, 0> as the first evaluation.
 template <typename T>
 void start_plain(std::int64_t lo, std::int64_t hi, Work<T>& w, T omr, T zeta,
-                 const std::int64_t* near, std::int64_t nk, const T* nx) {
+                 const NearKeys<T>& nr) {
   const T* __restrict s = w.s.data();
   const T* __restrict q = w.q.data();
   T* __restrict x = w.x.data();
@@ -556,7 +556,10 @@ void start_plain(std::int64_t lo, std::int64_t hi, Work<T>& w, T omr, T zeta,
     r[j] = 0;
     gi[j] = 0;
   }
-  place_near<T>(lo, hi, x, near, nk, nx);
+  for (std::int64_t k = 0; k < nr.nk; ++k) {  // each worker its own
+    const std::int64_t j = nr.near[k];
+    if (j >= lo && j < hi) x[j] = nr.x[k];
+  }
 }
 
 // The start and its first evaluation (newton_pass<T, 0> with a zero step at the start
@@ -564,12 +567,12 @@ void start_plain(std::int64_t lo, std::int64_t hi, Work<T>& w, T omr, T zeta,
 // transcendentals for the keys whose start keeps the closed form x_j = q_j - zeta: there
 // a_j = E_j e^{qmax - zeta} with E_j = e^{q_j - qmax} from the P sum (held in w.a on entry;
 // -1 marks a near key) and log D_j = log C_j + log1p(a_j / C_j), by the level-LEVEL polynomial
-// (caller: every such key has a_j / C_j <= kStartLimit[LEVEL]). The other keys (fresh, near,
-// clamped, or a ratio beyond the limit: flagged a_j = -1 by the vector loop) are evaluated
-// fresh afterwards.
+// (caller: every such key has a_j / C_j <= kStartLimit[LEVEL]). The near keys take their
+// values from the near solve (evaluated there at the same zeta); the others (fresh, clamped,
+// or a ratio beyond the limit: flagged a_j = -1 by the vector loop) are evaluated fresh.
 template <typename T, int LEVEL>
 PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T kappa, T omr,
-                    T zeta, T qmax, const std::int64_t* near, std::int64_t nk, const T* nx) {
+                    T zeta, T qmax, const NearKeys<T>& nr) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
   const T* __restrict lc = w.lc.data();
@@ -582,8 +585,8 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T
   const T scale = std::exp(qmax - zeta);
   const T ulim = T(kStartLimit[LEVEL]);
   T sum_a = 0, sum_p = 0, sum_pr = 0;
-  T any_exc = 0;  // a T, not an int: mixed lane widths kept this loop from vectorising
-#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : any_exc)
+  T n_exc = 0;  // a T, not an int: mixed lane widths kept this loop from vectorising
+#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr, n_exc)
   for (std::int64_t j = lo; j < hi; ++j) {
     const bool old = c[j] > 0;
     const T xq = q[j] - zeta, xs = omr * (s[j] - zeta);
@@ -606,10 +609,24 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T
     sum_a += an;
     sum_p += p;
     sum_pr += p * rj;
-    any_exc = std::max(any_exc, plain ? T(0) : T(1));
+    n_exc += plain ? T(0) : T(1);
   }
-  place_near<T>(lo, hi, x, near, nk, nx);  // (flagged: exceptions)
-  if (any_exc > 0) {
+  std::int64_t n_near = 0;
+  for (std::int64_t k = 0; k < nr.nk; ++k) {  // each worker its own
+    const std::int64_t j = nr.near[k];
+    if (j < lo || j >= hi) continue;
+    n_near += 1;
+    const T p = nr.a[k] * nr.gi[k];
+    x[j] = nr.x[k];
+    a[j] = nr.a[k];
+    ld[j] = nr.ld[k];
+    r[j] = nr.r[k];
+    gi[j] = nr.gi[k];
+    sum_a += nr.a[k];
+    sum_p += p;
+    sum_pr += p * nr.r[k];
+  }
+  if (n_exc > T(n_near)) {  // flags beyond the near keys'
     std::int64_t* __restrict idx = pr.exc.data();
     const std::int64_t ne = gather_if(lo, hi, idx, [&](std::int64_t j) { return a[j] < T(0); });
     const T g_fresh = T(1) / (T(1) + kappa);
@@ -715,9 +732,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   // Newton on zeta: 5.5 outer times 3.3 inner steps per row at rho = 0.99, against 4 to 6
   // joint steps; 15% of the forward at n = 512, rho = 0.99.)
   T far_lr = inf;  // no closed-form start pass unless set below
-  const std::int64_t* near = nullptr;  // the near keys solved below (nk of them), iterates nx
-  std::int64_t nk = 0;
-  const T* nx_done = nullptr;
+  NearKeys<T> near_keys;  // the near keys solved below, if any
   if (qmax > -inf) {
     const T near_cut = zeta + std::log(T(0.05) / (T(1) + kappa));
     const std::int64_t nn_own = gather_if(lo, hi, pr.near.data(), [&](std::int64_t j) {
@@ -741,24 +756,21 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     const double mine[4] = {double(nn_own), double(mx_all), double(mx_far), double(acc_fd)};
     double other[4] = {0.0, -double(inf), -double(inf), 0.0};
     exchange(me, mine, 4, other);
+    const std::int64_t* near = nullptr;
     const std::int64_t nn = merge_lists<T>(me, &Work<T>::near, nn_own, std::int64_t(other[0]),
                                            pr, &Work<T>::near_m, &near);
     const bool solve_near = nn > 0 && nn <= kMaxNear;
     far_lr = solve_near ? std::max(mx_far, T(other[2])) : std::max(mx_all, T(other[1]));
     const T acc_far_direct = acc_fd + T(other[3]);
     if (solve_near) {
-      T acc_all = std::exp(P - qmax), acc_near = 0;
-      for (std::int64_t k = 0; k < nn; ++k) acc_near += std::exp(q[near[k]] - qmax);
-      T acc_far = acc_all - acc_near;
-      // cancellation: the far keys' direct sum
-      if (acc_far < T(0.5) * acc_all) acc_far = acc_far_direct;
-      const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
+      // the far keys' sum, direct (the P sum less the near keys' cancels when they dominate)
+      const T p_far = acc_far_direct > 0 ? qmax + std::log(acc_far_direct) : -inf;
       // gather the near keys into contiguous buffers: their Newton loops vectorise
       T* __restrict ns = pr.ns.data();
       T* __restrict nc = pr.nc.data();
       T* __restrict nlc = pr.nlc.data();
       T* __restrict nx = pr.nx.data();
-      nk = std::int64_t(nn);
+      const std::int64_t nk = std::int64_t(nn);
       for (std::int64_t k = 0; k < nk; ++k) {
         const std::int64_t j = near[k];
         ns[k] = s[j];
@@ -781,6 +793,8 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
       // step reaches the row's aim). Not converged in 30 steps: the main loop starts from here.
       T* __restrict nr = pr.nr.data();
       T* __restrict ngi = pr.ngi.data();
+      T* __restrict na = pr.na.data();
+      T* __restrict nld = pr.nld.data();
       for (std::int64_t k = 0; k < nkp; ++k) { nr[k] = 0; ngi[k] = 0; }
       T dz = 0;
       for (int it = 0; it < 30; ++it) {
@@ -794,10 +808,13 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
           const T xn = std::min(xo - (nr[k] + dz) * ngi[k], ub);
           const T a = fexp(xn);
           const T d = nc[k] + a;
-          const T rk = xn + kappa * flog(std::max(d, Lim<T>::tiny)) - tk;
+          const T ldk = flog(std::max(d, Lim<T>::tiny));
+          const T rk = xn + kappa * ldk - tk;
           const T g_inv = d / (d + kappa * a);
           const T pk = a * g_inv;
           nx[k] = xn;
+          na[k] = a;
+          nld[k] = ldk;
           nr[k] = rk;
           ngi[k] = g_inv;
           sa += a;
@@ -815,8 +832,9 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
         const T tot = far + fr + sa;
         dz = (tot * std::log(tot) - spr) / (sp + far + omr * fr);
       }
-      // the far keys start at the bound at the new zeta, the near keys from their iterates
-      nx_done = nx;
+      // the far keys start at the bound at the new zeta, the near keys from their iterates,
+      // evaluated there at this zeta by the last pass of the loop above
+      near_keys = NearKeys<T>{near, nk, nx, na, nld, nr, ngi};
     }
   }
   const T floor_x = counted_floor<T>(T(tol));
@@ -825,11 +843,11 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   PassSums ps;
   const T u_max = far_lr < inf ? std::exp(far_lr - zeta) : inf;
   if (u_max <= T(kStartLimit[2])) {
-    ps = start_pass<T, 2>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near, nk, nx_done);
+    ps = start_pass<T, 2>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near_keys);
   } else if (u_max <= T(kStartLimit[1])) {
-    ps = start_pass<T, 1>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near, nk, nx_done);
+    ps = start_pass<T, 1>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near_keys);
   } else {
-    start_plain<T>(lo, hi, w, omr, zeta, near, nk, nx_done);
+    start_plain<T>(lo, hi, w, omr, zeta, near_keys);
     ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), zeta, floor_x);
   }
   // the row's sums from both workers' (sums add, largest moves take the max)
