@@ -435,7 +435,7 @@ struct PassSums {
   double sum_a, sum_p, sum_pr, mdx, mall;
 };
 
-// A bound on the largest |x_new - x_old| of the next newton_pass: max(|dz|, max_j |dx_j|),
+// Before a pass: a bound on the largest |x_new - x_old| it will take, max(|dz|, max_j |dx_j|),
 // dx_j = -(r_j + dz) g_j^{-1} the unclamped step. The clamp only shortens a step or moves a key
 // down to the bound at the new zeta, which lies at most |dz| below the old one (both terms of
 // min(q_j - zeta, (1-rho)(s_j - zeta)) fall by at most |dz|), and every iterate starts at or
@@ -451,14 +451,64 @@ double max_key_step(std::int64_t lo, std::int64_t hi, const Work<T>& w, T dz) {
   return double(mall);
 }
 
+// The number of keys whose unclamped step |dx_j| exceeds lim.
+template <typename T>
+double keys_beyond(std::int64_t lo, std::int64_t hi, const Work<T>& w, T dz, T lim) {
+  const T* __restrict r = w.r.data();
+  const T* __restrict gi = w.gi.data();
+  T n = 0;  // a T: an int lane blocked vectorising
+#pragma omp simd reduction(+ : n)
+  for (std::int64_t j = lo; j < hi; ++j) n += std::abs((r[j] + dz) * gi[j]) > lim ? T(1) : T(0);
+  return double(n);
+}
+
+// The pass's level: the largest step (max_key_step) picks it (kPolyLimit). Beyond 1/8 (fresh
+// exp/log for every key) a second scan counts the keys beyond it: if few (<= 1/32 of them: a
+// key evaluated fresh on its own costs about 20 keys of a level-1 pass, fresh for all about
+// 2.3), level 1 with those keys evaluated fresh by the pass (returned as -1).
+template <typename T>
+int pass_level(std::int64_t lo, std::int64_t hi, const Work<T>& w, T dz) {
+  const double dmax = max_key_step<T>(lo, hi, w, dz);
+  if (dmax <= kPolyLimit[3]) return 3;
+  if (dmax <= kPolyLimit[2]) return 2;
+  if (dmax <= kPolyLimit[1]) return 1;
+  const double n = keys_beyond<T>(lo, hi, w, dz, T(kPolyLimit[1]));
+  return n * 32.0 <= double(hi - lo) ? -1 : 0;
+}
+
+// Key j evaluated fresh at x_j (a_j = e^{x_j}, log D_j, 1/g_j, r_j at zeta), its terms added
+// to the pass's sums: where a polynomial update does not apply.
+template <typename T>
+inline void eval_fresh(std::int64_t j, Work<T>& w, T kappa, T zeta, T& sum_a, T& sum_p,
+                       T& sum_pr) {
+  const T xj = w.x[j], cj = w.c[j];
+  const bool old = cj > 0;
+  const T an = fexp(xj);
+  const T ldn = old ? flog(std::max(cj + an, Lim<T>::tiny)) : xj;
+  const T dn = cj + an;
+  const T g_inv = old ? dn / (dn + kappa * an) : T(1) / (T(1) + kappa);
+  const T rj = xj + kappa * ldn + zeta - w.s[j];
+  const T p = an * g_inv;
+  w.a[j] = an;
+  w.ld[j] = ldn;
+  w.r[j] = rj;
+  w.gi[j] = g_inv;
+  sum_a += an;
+  sum_p += p;
+  sum_pr += p * rj;
+}
+
 // One merged Newton pass: apply the step (dx_j = -(r_j + dz) g_j^{-1}, clamped to the upper
 // bound of the root at the new zeta nz), then evaluate the new iterate (a_j, log D_j, 1/g_j,
 // r_j) and the sums of the next step. POLY: update a_j and log D_j from the old values with
-// expm1/log1p polynomials of level POLY (valid for |step| <= kPolyLimit[POLY], checked by the
-// caller through mall); POLY = 0: fresh exp/log.
-template <typename T, int POLY>
-PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr, T dz, T nz,
-                     T floor_x) {
+// expm1/log1p polynomials of level POLY, valid for |step| <= kPolyLimit[POLY] (the caller
+// checks mall after the pass); POLY = 0: fresh exp/log for every key. EXC: a key that steps
+// further is flagged instead (a_j = -1, left out of the sums) and evaluated fresh after the
+// loop (pr: this worker's lists); the checks cost 20% of a polynomial pass, so only where the
+// caller expects such keys.
+template <typename T, int POLY, bool EXC = false>
+PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T kappa, T omr,
+                     T dz, T nz, T floor_x) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
   const T* __restrict q = w.q.data();
@@ -468,8 +518,9 @@ PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T om
   T* __restrict a = w.a.data();
   T* __restrict ld = w.ld.data();
   const T g_fresh = T(1) / (T(1) + kappa);
-  T sum_a = 0, sum_p = 0, sum_pr = 0, mdx = 0, mall = 0;
-#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr) reduction(max : mdx, mall)
+  const T limit = T(kPolyLimit[POLY]);
+  T sum_a = 0, sum_p = 0, sum_pr = 0, mdx = 0, mall = 0, n_bad = 0;
+#pragma omp simd reduction(+ : sum_a, sum_p, sum_pr, n_bad) reduction(max : mdx, mall)
   for (std::int64_t j = lo; j < hi; ++j) {
     const T dx = -(r[j] + dz) * gi[j];
     const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
@@ -491,17 +542,31 @@ PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T om
     const T g_inv = old ? dn / (dn + kappa * an) : g_fresh;
     const T rj = xn + kappa * ldn + nz - s[j];
     const T p = an * g_inv;
+    const T ad = std::abs(d);
     x[j] = xn;
-    a[j] = an;
     ld[j] = ldn;
     r[j] = rj;
     gi[j] = g_inv;
-    sum_a += an;
-    sum_p += p;
-    sum_pr += p * rj;
-    const T ad = std::abs(d);
+    if (EXC) {
+      const bool bad = !(ad <= limit);  // (a NaN step too: evaluated fresh, then visible)
+      a[j] = bad ? T(-1) : an;
+      sum_a += bad ? T(0) : an;
+      sum_p += bad ? T(0) : p;
+      sum_pr += bad ? T(0) : p * rj;
+      n_bad += bad ? T(1) : T(0);
+    } else {
+      a[j] = an;
+      sum_a += an;
+      sum_p += p;
+      sum_pr += p * rj;
+    }
     mall = std::max(mall, ad);
     mdx = std::max(mdx, (xo > floor_x || xn > floor_x) ? ad : T(0));
+  }
+  if (EXC && n_bad > 0) {
+    std::int64_t* __restrict idx = pr.exc.data();
+    const std::int64_t ne = gather_if(lo, hi, idx, [&](std::int64_t j) { return a[j] < T(0); });
+    for (std::int64_t k = 0; k < ne; ++k) eval_fresh<T>(idx[k], w, kappa, nz, sum_a, sum_p, sum_pr);
   }
   return {double(sum_a), double(sum_p), double(sum_pr), double(mdx), double(mall)};
 }
@@ -629,24 +694,7 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T
   if (n_exc > T(n_near)) {  // flags beyond the near keys'
     std::int64_t* __restrict idx = pr.exc.data();
     const std::int64_t ne = gather_if(lo, hi, idx, [&](std::int64_t j) { return a[j] < T(0); });
-    const T g_fresh = T(1) / (T(1) + kappa);
-    for (std::int64_t k = 0; k < ne; ++k) {
-      const std::int64_t j = idx[k];
-      const bool old = c[j] > 0;
-      const T an = fexp(x[j]);
-      const T ldn = old ? flog(std::max(c[j] + an, Lim<T>::tiny)) : x[j];
-      const T dn = c[j] + an;
-      const T g_inv = old ? dn / (dn + kappa * an) : g_fresh;
-      const T rj = x[j] + kappa * ldn + zeta - s[j];
-      const T p = an * g_inv;
-      a[j] = an;
-      ld[j] = ldn;
-      r[j] = rj;
-      gi[j] = g_inv;
-      sum_a += an;
-      sum_p += p;
-      sum_pr += p * rj;
-    }
+    for (std::int64_t k = 0; k < ne; ++k) eval_fresh<T>(idx[k], w, kappa, zeta, sum_a, sum_p, sum_pr);
   }
   return {double(sum_a), double(sum_p), double(sum_pr), 0.0, 0.0};
 }
@@ -849,7 +897,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     ps = start_pass<T, 1>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near_keys);
   } else {
     start_plain<T>(lo, hi, w, omr, zeta, near_keys);
-    ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), zeta, floor_x);
+    ps = newton_pass<T, 0>(lo, hi, w, pr, kappa, omr, T(0), zeta, floor_x);
   }
   // the row's sums from both workers' (sums add, largest moves take the max)
   auto combine = [&me](PassSums& p) {
@@ -874,20 +922,21 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   for (it = 1; it <= joint_max; ++it) {
     const T dz = T((ps.sum_a - 1.0 - ps.sum_pr) / ps.sum_p);
     const T nz = zeta + dz;
-    // polynomial updates where every key's step allows them: the largest step of this pass,
-    // found by a scan without transcendentals, picks the level (kPolyLimit); fresh exp/log
-    // beyond 1/8. The pass re-checks (mall) in case rounding moved a key across the limit.
-    const double dmax = max_key_step<T>(lo, hi, w, dz);
-    const int poly = dmax <= kPolyLimit[3] ? 3 : dmax <= kPolyLimit[2] ? 2
-                     : dmax <= kPolyLimit[1] ? 1 : 0;
-    ps = poly == 3 ? newton_pass<T, 3>(lo, hi, w, kappa, omr, dz, nz, floor_x)
-         : poly == 2 ? newton_pass<T, 2>(lo, hi, w, kappa, omr, dz, nz, floor_x)
-         : poly == 1 ? newton_pass<T, 1>(lo, hi, w, kappa, omr, dz, nz, floor_x)
-                     : newton_pass<T, 0>(lo, hi, w, kappa, omr, dz, nz, floor_x);
-    if (poly && ps.mall > kPolyLimit[poly]) {  // this worker's keys only: its own decision
+    // polynomial updates where the keys' steps allow them: a scan without transcendentals
+    // bounds the steps and picks the level (pass_level; a few keys beyond its limit are
+    // evaluated fresh by the pass). Each worker decides for its own keys: the recent ones
+    // move most.
+    const int poly = pass_level<T>(lo, hi, w, dz);
+    ps = poly == 3    ? newton_pass<T, 3>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
+         : poly == 2  ? newton_pass<T, 2>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
+         : poly == 1  ? newton_pass<T, 1>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
+         : poly == -1 ? newton_pass<T, 1, true>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
+                      : newton_pass<T, 0>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x);
+    if (poly > 0 && ps.mall > kPolyLimit[poly]) {  // rounding moved a key across the bound:
+      // the pass again, fresh (this worker's keys only: its own decision)
       for (std::int64_t j = lo; j < hi; ++j) { r[j] = 0; gi[j] = 0; }
       const double mdx = ps.mdx, mall = ps.mall;
-      ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), nz, floor_x);
+      ps = newton_pass<T, 0>(lo, hi, w, pr, kappa, omr, T(0), nz, floor_x);
       ps.mdx = mdx;
       ps.mall = mall;
     }
@@ -944,7 +993,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     gi[j] = 0;
     q[j] = inf;  // only the (1-rho)(s_j - zeta) bound clamps here: the root satisfies it
   }
-  ps = newton_pass<T, 0>(0, m, w, kappa, omr, T(0), zeta, floor_x);
+  ps = newton_pass<T, 0>(0, m, w, pr, kappa, omr, T(0), zeta, floor_x);
   return T(ps.sum_a);
 }
 
