@@ -788,33 +788,50 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     const std::int64_t nn_own = gather_if(lo, hi, pr.near.data(), [&](std::int64_t j) {
       return (c[j] > 0) & (q[j] - lc[j] > near_cut);
     });
-    // the largest log(a_j / C_j) + zeta at the start over the keys that keep the closed form
-    // (old keys, not near ones if those are solved below): sets the start pass's log1p degree;
-    // and, in the same loop, the far keys' sum of E_j = e^{q_j - qmax} (from the P sum)
-    T mx_all = -inf, mx_far = -inf, acc_fd = 0;
+    // the near keys' share of the P sum (their E_j = e^{q_j - qmax_own}, from the P loop)
     T* __restrict ea = w.a.data();
-#pragma omp simd reduction(max : mx_all, mx_far) reduction(+ : acc_fd)
-    for (std::int64_t j = lo; j < hi; ++j) {
-      const T v = q[j] - lc[j];
-      const bool old = c[j] > 0;
-      const bool far = old & !(v > near_cut);
-      mx_all = std::max(mx_all, old ? v : -inf);
-      mx_far = std::max(mx_far, far ? v : -inf);
-      acc_fd += far ? ea[j] : T(0);
-    }
-    if (qmax_own > -inf) acc_fd *= std::exp(qmax_own - qmax);  // E_j were against qmax_own
-    const double mine[4] = {double(nn_own), double(mx_all), double(mx_far), double(acc_fd)};
-    double other[4] = {0.0, -double(inf), -double(inf), 0.0};
-    exchange(me, mine, 4, other);
+    T acc_nd = 0;
+    for (std::int64_t k = 0; k < nn_own; ++k) acc_nd += ea[pr.near[k]];
+    if (qmax_own > -inf) acc_nd *= std::exp(qmax_own - qmax);  // E_j were against qmax_own
+    const double mine[2] = {double(nn_own), double(acc_nd)};
+    double other[2] = {0.0, 0.0};
+    exchange(me, mine, 2, other);
     const std::int64_t* near = nullptr;
     const std::int64_t nn = merge_lists<T>(me, &Work<T>::near, nn_own, std::int64_t(other[0]),
                                            pr, &Work<T>::near_m, &near);
     const bool solve_near = nn > 0 && nn <= kMaxNear;
-    far_lr = solve_near ? std::max(mx_far, T(other[2])) : std::max(mx_all, T(other[1]));
-    const T acc_far_direct = acc_fd + T(other[3]);
+    // the largest log(a_j / C_j) + zeta at the start over the keys that keep the closed form
+    // sets the start pass's log1p degree: those are the far keys (every key if the near ones
+    // are not solved), all with q_j - log C_j <= near_cut by definition: the bound serves,
+    // except with near keys not solved (more than kMaxNear), where it is the max over all
+    far_lr = near_cut;
+    if (nn > kMaxNear) {
+      T mx_all = -inf;
+#pragma omp simd reduction(max : mx_all)
+      for (std::int64_t j = lo; j < hi; ++j)
+        mx_all = std::max(mx_all, c[j] > 0 ? q[j] - lc[j] : -inf);
+      const double mine_mx[1] = {double(mx_all)};
+      double other_mx[1] = {-double(inf)};
+      exchange(me, mine_mx, 1, other_mx);
+      far_lr = std::max(mx_all, T(other_mx[0]));
+    }
     if (solve_near) {
-      // the far keys' sum, direct (the P sum less the near keys' cancels when they dominate)
-      const T p_far = acc_far_direct > 0 ? qmax + std::log(acc_far_direct) : -inf;
+      // the far keys' sum: the P sum less the near keys', or directly where that cancels
+      // (near keys holding more than half of it); both workers take the same branch
+      const T acc_all = std::exp(P - qmax), acc_near = acc_nd + T(other[1]);
+      T acc_far = acc_all - acc_near;
+      if (!(acc_far >= T(0.5) * acc_all)) {
+        T acc_fd = 0;
+#pragma omp simd reduction(+ : acc_fd)
+        for (std::int64_t j = lo; j < hi; ++j)
+          acc_fd += (c[j] > 0) & !(q[j] - lc[j] > near_cut) ? ea[j] : T(0);
+        if (qmax_own > -inf) acc_fd *= std::exp(qmax_own - qmax);
+        const double mine_fd[1] = {double(acc_fd)};
+        double other_fd[1] = {0.0};
+        exchange(me, mine_fd, 1, other_fd);
+        acc_far = acc_fd + T(other_fd[0]);
+      }
+      const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
       // gather the near keys into contiguous buffers: their Newton loops vectorise
       T* __restrict ns = pr.ns.data();
       T* __restrict nc = pr.nc.data();
