@@ -85,8 +85,9 @@ def test_operator_rows_say_how_many_rows_the_team_shared(monkeypatch):
     from benchmarks.operators import dense_rows
     from proofs_check.operators import _causal_ot_compiled as compiled
 
-    if compiled.load_extension() is None:
-        pytest.skip("no compiled kernel on this machine (the pure path has no team)")
+    ext = compiled.load_extension()
+    if ext is None or ext.__name__.endswith("_serial"):
+        pytest.skip("no compiled OpenMP kernel on this machine (no team of two without it)")
     monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")  # a busy machine may dissolve it
     before = torch.get_num_threads()
     torch.set_num_threads(2)
