@@ -18,6 +18,8 @@ a process and 0.31 ms after, and at ``n = 2048`` (32 MiB, at the default thresho
 25 ms always against 4.3 ms with a warm heap. Ratios against that moving baseline were
 unstable (bimodal) and flattering, so both sides now run with a fixed threshold of 1 GiB and
 no trimming: each is timed as the arithmetic and memory traffic it does, not its page faults.
+Newton rows also record ``team_rows``: in one more, untimed call, the rows the kernel's team of
+two shared (one head on two or more threads: ``n - 255`` if it held, fewer if it dissolved).
 Forward plus backward: the same ratio for ``(w * g).sum().backward()`` at ``n = 2048``, 8 heads.
 Other methods (``sinkhorn``, ``anderson``: Lemma 2.2 sweeps) at ``n = 512`` for comparison.
 
