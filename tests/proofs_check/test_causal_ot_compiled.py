@@ -407,6 +407,43 @@ def test_one_head_two_threads_refuses_an_invalid_split_row(two_threads):
         causal_ot_attention(s, 0.5)
 
 
+@pytest.mark.parametrize("row", [10, 254])
+def test_one_head_two_threads_refuses_an_invalid_short_row(two_threads, row):
+    # rows shorter than 256 are worker 0's alone while worker 1 zeroes the upper triangle; an
+    # invalid one there must stop worker 1 too (it waited at its first shared row for the 60 s
+    # lost-step error, a RuntimeError, before the hand-over exchange carried the stop)
+    s = rand_scores(1, 600, 600, seed=67)
+    s[0, row, 3] = math.nan
+    with pytest.raises(ValueError, match="NaN"):
+        causal_ot_attention(s, 0.5)
+    s = rand_scores(1, 600, 600, seed=67)
+    s[0, row, : row + 1] = -math.inf
+    with pytest.raises(ValueError, match="every key masked"):
+        causal_ot_attention(s, 0.5)
+
+
+@needs_openmp_build
+def test_one_head_team_zeroes_the_upper_triangle_and_stops_cleanly(two_threads):
+    # the team's zeros come from three places (worker 1 ahead of worker 0, the short rows left
+    # at the hand-over, the shared rows' halves): out is torch.empty, so a row missed would
+    # show its stale memory; filling the allocator with NaN first makes that visible
+    ext = compiled.load_extension()
+    for n in (256, 257, 700):
+        s = rand_scores(1, n, n, seed=68)
+        for _ in range(3):
+            torch.full((1, n, n), math.nan, dtype=F64)  # freed blocks hold NaN
+            w, st = ext.forward(s, 0.9, 1e-10, 100)
+            assert bool(torch.isfinite(w).all())
+            assert torch.count_nonzero(torch.triu(w[0], 1)) == 0
+            assert (w[0].sum(-1) - 1).abs().max().item() <= 1e-12
+        # an invalid short row: the kernel returns (no lost-step error), code 1, zeros after it
+        s[0, 100, 7] = math.nan
+        w, st = ext.forward(s, 0.9, 1e-10, 100)
+        assert int(st[0, 4]) == 1
+        assert torch.count_nonzero(w[0, 101:]) == 0
+        assert torch.count_nonzero(torch.triu(w[0], 1)) == 0
+
+
 def test_build_falls_back_to_the_serial_kernel_without_openmp():
     # a compiler without OpenMP (Apple clang): the first build fails, the second (no
     # -fopenmp, at::parallel_for serial) is used; both under distinct cache names
