@@ -799,12 +799,22 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     const std::int64_t nn_own = gather_if(lo, hi, pr.near.data(), [&](std::int64_t j) {
       return (c[j] > 0) & (q[j] - lc[j] > near_cut);
     });
-    // the near keys' share of the P sum (their E_j = e^{q_j - qmax_own}, from the P loop)
+    // this worker's share of the far keys' P sum (E_j = e^{q_j - qmax_own}, from the P loop):
+    // its P sum less its near keys' (fresh keys have E_j = 0), or directly where that cancels (near keys
+    // holding more than half of it: at rho >= 0.9 almost every row). Each worker decides for
+    // its own keys; only the value is exchanged (both then hold the same sum: a + b = b + a).
     T* __restrict ea = w.a.data();
     T acc_nd = 0;
     for (std::int64_t k = 0; k < nn_own; ++k) acc_nd += ea[pr.near[k]];
-    if (qmax_own > -inf) acc_nd *= std::exp(qmax_own - qmax);  // E_j were against qmax_own
-    const double mine[2] = {double(nn_own), double(acc_nd)};
+    T acc_fd = acc_own - acc_nd;
+    if (!(acc_fd >= T(0.5) * acc_own)) {
+      acc_fd = 0;
+#pragma omp simd reduction(+ : acc_fd)
+      for (std::int64_t j = lo; j < hi; ++j)
+        acc_fd += (c[j] > 0) & !(q[j] - lc[j] > near_cut) ? ea[j] : T(0);
+    }
+    if (qmax_own > -inf) acc_fd *= std::exp(qmax_own - qmax);  // E_j were against qmax_own
+    const double mine[2] = {double(nn_own), double(acc_fd)};
     double other[2] = {0.0, 0.0};
     exchange(me, mine, 2, other);
     const std::int64_t* near = nullptr;
@@ -827,21 +837,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
       far_lr = std::max(mx_all, T(other_mx[0]));
     }
     if (solve_near) {
-      // the far keys' sum: the P sum less the near keys', or directly where that cancels
-      // (near keys holding more than half of it); both workers take the same branch
-      const T acc_all = std::exp(P - qmax), acc_near = acc_nd + T(other[1]);
-      T acc_far = acc_all - acc_near;
-      if (!(acc_far >= T(0.5) * acc_all)) {
-        T acc_fd = 0;
-#pragma omp simd reduction(+ : acc_fd)
-        for (std::int64_t j = lo; j < hi; ++j)
-          acc_fd += (c[j] > 0) & !(q[j] - lc[j] > near_cut) ? ea[j] : T(0);
-        if (qmax_own > -inf) acc_fd *= std::exp(qmax_own - qmax);
-        const double mine_fd[1] = {double(acc_fd)};
-        double other_fd[1] = {0.0};
-        exchange(me, mine_fd, 1, other_fd);
-        acc_far = acc_fd + T(other_fd[0]);
-      }
+      const T acc_far = acc_fd + T(other[1]);  // (a + b = b + a exactly: the same on both)
       const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
       // gather the near keys into contiguous buffers: their Newton loops vectorise
       T* __restrict ns = pr.ns.data();
