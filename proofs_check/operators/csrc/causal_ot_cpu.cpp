@@ -800,9 +800,10 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
       return (c[j] > 0) & (q[j] - lc[j] > near_cut);
     });
     // this worker's share of the far keys' P sum (E_j = e^{q_j - qmax_own}, from the P loop):
-    // its P sum less its near keys' (fresh keys have E_j = 0), or directly where that cancels (near keys
-    // holding more than half of it: at rho >= 0.9 almost every row). Each worker decides for
-    // its own keys; only the value is exchanged (both then hold the same sum: a + b = b + a).
+    // its P sum less its near keys' (fresh keys have E_j = 0), or directly where that cancels
+    // (near keys holding more than half of it: at rho >= 0.9 almost every row). Each worker
+    // decides for its own keys; only the value is exchanged (both then hold the same sum:
+    // a + b = b + a), with the near count (a second exchange less per row at rho >= 0.9).
     T* __restrict ea = w.a.data();
     T acc_nd = 0;
     for (std::int64_t k = 0; k < nn_own; ++k) acc_nd += ea[pr.near[k]];
