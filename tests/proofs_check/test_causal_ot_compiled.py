@@ -400,6 +400,22 @@ def test_one_head_team_forced_to_dissolve_finishes_alone_and_agrees(two_threads,
     assert (dissolved - alone).abs().max().item() <= 1e-11
 
 
+@needs_openmp_build
+def test_one_head_team_outlasts_one_slow_window(two_threads, monkeypatch):
+    # a give-up threshold of 0 makes every window with any waiting "slow"; it takes two slow
+    # windows in a row to dissolve the team (a pause of a few ms on a time-shared VM made one
+    # window slow and dissolved it for good), so at least 128 shared rows, not 64
+    ext = compiled.load_extension()
+    s = rand_scores(1, 700, 700, seed=69)
+    torch.set_num_threads(1)
+    alone, _ = ext.forward(s, 0.9, 1e-12, 100)
+    torch.set_num_threads(2)
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "0")
+    team, st = ext.forward(s, 0.9, 1e-12, 100)
+    assert int(st[0, 5]) >= 128 and st[0, 2] == 1
+    assert (team - alone).abs().max().item() <= 1e-11
+
+
 def test_one_head_two_threads_refuses_an_invalid_split_row(two_threads):
     s = rand_scores(1, 300, 300, seed=64)
     s[0, 299, 150] = math.nan  # in worker 1's half of a split row

@@ -1174,12 +1174,27 @@ constexpr std::int64_t kSplitRow = 256;
 // The team's check: every kTeamCheck shared rows; it dissolves when the two workers together
 // waited more than kTeamGiveUp of the window (1 would be break-even if waiting were the only
 // loss; a shared row's work is also slower than alone (cache lines change hands), so 0.5).
-// PROOFS_CHECK_TEAM_GIVE_UP overrides kTeamGiveUp (tests: < 0 dissolves at the first check).
+// Rows shorter than kTeamLongRow only dissolve it at kTeamGiveUpShort: there the exchanges
+// cost about what the halved arithmetic saves, so a healthy team waits a third to a half of
+// the window (measured at n = 4096, rows 320 and 384: 0.32 and 0.56), and 0.5 dissolved it
+// there, for good, before the long rows where it pays (1.5x and more); an oversubscribed
+// machine, where each worker waits while the other is descheduled, shows about 1. And it
+// takes two such windows in a row: this VM's cores are time-shared, and one window in a few
+// dozen held a pause of one worker of several ms (measured at n = 4096: 4.4 ms of waiting in
+// a 5.1 ms window, the next 0.3 ms in 0.9), which dissolved the team for the rest of the call.
+// PROOFS_CHECK_TEAM_GIVE_UP overrides both (tests: < 0 dissolves at the first check).
 constexpr std::int64_t kTeamCheck = 64;
+constexpr std::int64_t kTeamLongRow = 1024;
 constexpr double kTeamGiveUp = 0.5;
-inline double team_give_up() {
+constexpr double kTeamGiveUpShort = 0.85;
+inline bool team_give_up_forced() {
   const char* v = std::getenv("PROOFS_CHECK_TEAM_GIVE_UP");
-  return v && *v ? std::atof(v) : kTeamGiveUp;
+  return v && *v && std::atof(v) < 0;
+}
+inline double team_give_up(std::int64_t l) {
+  const char* v = std::getenv("PROOFS_CHECK_TEAM_GIVE_UP");
+  if (v && *v) return std::atof(v);
+  return l < kTeamLongRow ? kTeamGiveUpShort : kTeamGiveUp;
 }
 
 // Zero half `half` (0: the first, 1: the second, 2: all) of row i's upper triangle.
@@ -1209,10 +1224,10 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
   double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0;
   Member alone;
   bool team = me.tm != nullptr;
-  const double give_up = team_give_up();
   auto window_start = std::chrono::steady_clock::now();
   double waited_before = 0.0;
   std::int64_t filled = 0;  // rows [0, filled) have their upper triangle zeroed
+  int slow_windows = 0;     // the team's checks that found it waiting too long, in a row
   // the hand-over exchange before the first shared row (both workers; see above)
   auto hand_over = [&](bool stopped) {
     if (!lead) {
@@ -1244,7 +1259,9 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
                               std::chrono::duration<double>(now - window_start).count()};
       double other[2] = {0.0, 0.0};
       exchange(me, mine, 2, other);
-      if (mine[0] + other[0] > give_up * std::max(mine[1], other[1])) {
+      const bool slow = mine[0] + other[0] > team_give_up(l) * std::max(mine[1], other[1]);
+      slow_windows = slow ? slow_windows + 1 : 0;
+      if (slow_windows >= (team_give_up_forced() ? 1 : 2)) {
         team = false;  // dissolve: worker 0 solves the remaining rows alone
         if (!lead) return;
       }
