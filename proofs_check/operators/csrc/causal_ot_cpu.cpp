@@ -1180,7 +1180,7 @@ constexpr std::int64_t kSplitRow = 256;
 // there, for good, before the long rows where it pays (1.5x and more); an oversubscribed
 // machine, where each worker waits while the other is descheduled, shows about 1. And it
 // takes two such windows in a row: this VM's cores are time-shared, and one window in a few
-// dozen held a pause of one worker of several ms (measured at n = 4096: 4.4 ms of waiting in
+// dozen held a pause of one worker of several ms (measured at n = 4096: 4.5 ms of waiting in
 // a 5.1 ms window, the next 0.3 ms in 0.9), which dissolved the team for the rest of the call.
 // PROOFS_CHECK_TEAM_GIVE_UP overrides both (tests: < 0 dissolves at the first check).
 constexpr std::int64_t kTeamCheck = 64;
@@ -1231,7 +1231,11 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
   // the hand-over exchange before the first shared row (both workers; see above)
   auto hand_over = [&](bool stopped) {
     if (!lead) {
-      while (filled < n - 1 && !other_arrived(me)) zero_upper(ob, n, filled++, 2);
+      // (PROOFS_CHECK_TEAM_ZERO_AHEAD=k caps this at k rows: tests of the rows left over)
+      const char* cap_env = std::getenv("PROOFS_CHECK_TEAM_ZERO_AHEAD");
+      const std::int64_t cap =
+          cap_env && *cap_env ? std::min<std::int64_t>(std::atol(cap_env), n - 1) : n - 1;
+      while (filled < cap && !other_arrived(me)) zero_upper(ob, n, filled++, 2);
     }
     const double mine[2] = {stopped ? 1.0 : 0.0, double(filled)};
     double other[2] = {0.0, 0.0};
@@ -1378,6 +1382,9 @@ std::vector<torch::Tensor> forward(torch::Tensor s, double rho, double tol, std:
   TORCH_CHECK(s.device().is_cpu(), "CPU tensors only");
   s = s.contiguous();
   auto out = torch::empty_like(s);  // every entry written by forward_impl
+  // (PROOFS_CHECK_POISON_OUT=1: NaN first, so that a test sees any entry left unwritten)
+  const char* poison = std::getenv("PROOFS_CHECK_POISON_OUT");
+  if (poison && *poison == '1') out.fill_(std::numeric_limits<double>::quiet_NaN());
   auto stats = torch::zeros({s.size(0), 6}, s.options().dtype(torch::kFloat64));
   if (s.scalar_type() == torch::kFloat64) {
     forward_impl<double>(s, out, stats, rho, tol, max_iter);
