@@ -54,15 +54,28 @@ inline T from_bits(typename Bits<T>::U u) {
   return x;
 }
 
+// exp's range reduction: x (clamped to the normal range) = k log 2 + r, |r| <= 0.347; t holds
+// k in its low mantissa bits (for exp_scale).
+constexpr double kExpLo = -708.3, kExpHi = 709.7;
+constexpr double kExpShifter = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
+__attribute__((always_inline)) inline double exp_reduce(double x, double& t) {
+  double xc = x < kExpLo ? kExpLo : (x > kExpHi ? kExpHi : x);
+  t = xc * 1.4426950408889634 + kExpShifter;
+  double k = t - kExpShifter;
+  double r = xc - k * 6.93147180369123816490e-01;
+  return r - k * 1.90821492927058770002e-10;
+}
+// e^r 2^k from the polynomial p = e^r; 0 below the normal range
+__attribute__((always_inline)) inline double exp_scale(double x, double t, double p) {
+  std::uint64_t kb = to_bits(t) - to_bits(kExpShifter);  // k as a two's-complement integer
+  double scale = from_bits<double>((kb + 1023ULL) << 52);
+  return x < kExpLo ? 0.0 : p * scale;
+}
+
 // exp(x); returns 0 below the normal range (x < log(min normal)), +inf never (clamped).
 __attribute__((always_inline)) inline double fexp(double x) {
-  const double lo = -708.3, hi = 709.7;
-  double xc = x < lo ? lo : (x > hi ? hi : x);
-  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
-  double t = xc * 1.4426950408889634 + shifter;
-  double k = t - shifter;
-  double r = xc - k * 6.93147180369123816490e-01;
-  r = r - k * 1.90821492927058770002e-10;
+  double t;
+  const double r = exp_reduce(x, t);
   // e^r on |r| <= 0.347: Taylor to degree 12 (truncation < 2e-16 relative)
   double p = 1.0 / 479001600.0;
   p = p * r + 1.0 / 39916800.0;
@@ -77,10 +90,7 @@ __attribute__((always_inline)) inline double fexp(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  std::uint64_t kb = to_bits(t) - to_bits(shifter);  // k as a two's-complement integer
-  double scale = from_bits<double>((kb + 1023ULL) << 52);
-  double y = p * scale;
-  return x < lo ? 0.0 : y;
+  return exp_scale(x, t, p);
 }
 
 __attribute__((always_inline)) inline float fexp(float x) {
@@ -105,16 +115,27 @@ __attribute__((always_inline)) inline float fexp(float x) {
   return x < lo ? 0.0f : y;
 }
 
-// log(x) for x >= min normal (callers clamp); log(m 2^e) = e log 2 + 2 atanh((m-1)/(m+1)).
-__attribute__((always_inline)) inline double flog(double x) {
+// log's range reduction: x = m 2^e with m in [sqrt(1/2), sqrt(2)); returns f = (m-1)/(m+1)
+// (log m = 2 atanh f, |f| <= 0.1716) and e.
+__attribute__((always_inline)) inline double log_reduce(double x, double& e) {
   std::uint64_t u = to_bits(x);
   std::uint64_t eb = u >> 52;  // biased exponent (x > 0)
   double m = from_bits<double>((u & 0x000FFFFFFFFFFFFFULL) | 0x3FF0000000000000ULL);
-  double e = from_bits<double>(eb | 0x4330000000000000ULL) - 4503599627370496.0 - 1023.0;
+  e = from_bits<double>(eb | 0x4330000000000000ULL) - 4503599627370496.0 - 1023.0;
   bool big = m > 1.4142135623730951;
   m = big ? 0.5 * m : m;
   e = big ? e + 1.0 : e;
-  double f = (m - 1.0) / (m + 1.0);
+  return (m - 1.0) / (m + 1.0);
+}
+// e log 2 + 2 f p, log 2 in two parts
+__attribute__((always_inline)) inline double log_finish(double e, double f, double p) {
+  return e * 6.93147180369123816490e-01 + (e * 1.90821492927058770002e-10 + 2.0 * f * p);
+}
+
+// log(x) for x >= min normal (callers clamp); log(m 2^e) = e log 2 + 2 atanh((m-1)/(m+1)).
+__attribute__((always_inline)) inline double flog(double x) {
+  double e;
+  const double f = log_reduce(x, e);
   double s = f * f;
   // 2 atanh(f) = 2 f (1 + s/3 + s^2/5 + ...), |f| <= 0.1716, s <= 0.0295
   double p = 1.0 / 23.0;
@@ -129,7 +150,7 @@ __attribute__((always_inline)) inline double flog(double x) {
   p = p * s + 1.0 / 5.0;
   p = p * s + 1.0 / 3.0;
   p = p * s + 1.0;
-  return e * 6.93147180369123816490e-01 + (e * 1.90821492927058770002e-10 + 2.0 * f * p);
+  return log_finish(e, f, p);
 }
 
 __attribute__((always_inline)) inline float flog(float x) {
@@ -155,43 +176,27 @@ __attribute__((always_inline)) inline float flog(float x) {
 // latency (~20 cycles of dependent FMAs instead of ~50). For short loops whose every step
 // waits on the last one (the near keys' Newton loop); float keeps its short Horner forms.
 __attribute__((always_inline)) inline double fexp_lat(double x) {
-  const double lo = -708.3, hi = 709.7;
-  double xc = x < lo ? lo : (x > hi ? hi : x);
-  const double shifter = 6755399441055744.0;
-  double t = xc * 1.4426950408889634 + shifter;
-  double k = t - shifter;
-  double r = xc - k * 6.93147180369123816490e-01;
-  r = r - k * 1.90821492927058770002e-10;
+  double t;
+  const double r = exp_reduce(x, t);
   const double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
   const double a0 = 1.0 + r, a1 = 0.5 + r * (1.0 / 6.0), a2 = 1.0 / 24.0 + r * (1.0 / 120.0);
   const double a3 = 1.0 / 720.0 + r * (1.0 / 5040.0), a4 = 1.0 / 40320.0 + r * (1.0 / 362880.0);
   const double a5 = 1.0 / 3628800.0 + r * (1.0 / 39916800.0), a6 = 1.0 / 479001600.0;
   const double b0 = a0 + a1 * r2, b1 = a2 + a3 * r2, b2 = a4 + a5 * r2;
   const double d0 = b0 + b1 * r4, d1 = b2 + a6 * r4;
-  const double p = d0 + d1 * r8;
-  std::uint64_t kb = to_bits(t) - to_bits(shifter);
-  double scale = from_bits<double>((kb + 1023ULL) << 52);
-  double y = p * scale;
-  return x < lo ? 0.0 : y;
+  return exp_scale(x, t, d0 + d1 * r8);
 }
 
 __attribute__((always_inline)) inline double flog_lat(double x) {
-  std::uint64_t u = to_bits(x);
-  std::uint64_t eb = u >> 52;
-  double m = from_bits<double>((u & 0x000FFFFFFFFFFFFFULL) | 0x3FF0000000000000ULL);
-  double e = from_bits<double>(eb | 0x4330000000000000ULL) - 4503599627370496.0 - 1023.0;
-  bool big = m > 1.4142135623730951;
-  m = big ? 0.5 * m : m;
-  e = big ? e + 1.0 : e;
-  double f = (m - 1.0) / (m + 1.0);
+  double e;
+  const double f = log_reduce(x, e);
   double s = f * f;
   const double s2 = s * s, s4 = s2 * s2, s8 = s4 * s4;
   const double a0 = 1.0 + s * (1.0 / 3.0), a1 = 1.0 / 5.0 + s * (1.0 / 7.0);
   const double a2 = 1.0 / 9.0 + s * (1.0 / 11.0), a3 = 1.0 / 13.0 + s * (1.0 / 15.0);
   const double a4 = 1.0 / 17.0 + s * (1.0 / 19.0), a5 = 1.0 / 21.0 + s * (1.0 / 23.0);
   const double b0 = a0 + a1 * s2, b1 = a2 + a3 * s2, b2 = a4 + a5 * s2;
-  const double p = (b0 + b1 * s4) + b2 * s8;
-  return e * 6.93147180369123816490e-01 + (e * 1.90821492927058770002e-10 + 2.0 * f * p);
+  return log_finish(e, f, (b0 + b1 * s4) + b2 * s8);
 }
 
 __attribute__((always_inline)) inline float fexp_lat(float x) { return fexp(x); }
