@@ -340,6 +340,21 @@ def test_one_head_on_two_threads_matches_pure_torch_solver(two_threads, rho):
     assert torch.count_nonzero(torch.triu(fast[0], 1)) == 0
 
 
+def test_one_head_team_alternating_masked_and_split_rows_matches_pure_torch_solver(two_threads):
+    # Each worker of the team keeps its own copy of the column masses and takes from the
+    # other's what changed hands: a masked row (solved by worker 0 alone, which first needs
+    # worker 1's keys) followed by split rows (worker 1 then needs its keys back), and h moving
+    # up (every 64 rows) in between. Rows 300, 301, 365, 430 masked, the rest split.
+    s = rand_scores(1, 460, 460, seed=64, scale=2.0)
+    for row in (300, 301, 365, 430):
+        s[0, row, 5] = -math.inf
+    sh, live = shift_rows(s, live_mask(s))
+    fast = causal_ot_attention(s, 0.9, tol=1e-13).weights
+    ref, _, _ = exact_dense(sh, live, 0.9, 1e-13, 100)
+    # both Newton solvers stop at 1e-13 in the log-weights: 1e-12 covers both plus rounding
+    assert (fast - ref).abs().max().item() <= 1e-12
+
+
 def test_one_head_float32_on_two_threads_and_on_one_matches_float64(two_threads):
     s = rand_scores(1, 400, 400, seed=62, dtype=torch.float32, scale=3.0)
     team = causal_ot_attention(s, 0.9).weights

@@ -216,6 +216,7 @@ struct RowStats {
   bool ok = true;      // reached tol
   bool fallback = false;
   int bad = 0;         // invalid row: 1 NaN score, 2 +inf score, 3 every key masked
+  std::int64_t split_h = -1;  // a team's row normalised by both: its split key (-1: by one)
 };
 
 constexpr std::int64_t kMaxNear = 128;  // near keys solved inside the start (see below)
@@ -281,6 +282,8 @@ struct Team {
   alignas(64) double slot[2][2][8] = {};  // [barrier parity][worker][value]
   alignas(64) std::atomic<int> state{0};  // 0 forming, 1 both in, 2 worker 0 went alone
   const void* priv[2] = {nullptr, nullptr};  // each worker's own Work (see forward_impl)
+  void* col[2] = {nullptr, nullptr};   // each worker's copy of the column masses C
+  void* lcol[2] = {nullptr, nullptr};  // and of log C (see sync_columns)
 };
 
 inline void cpu_relax() {
@@ -297,6 +300,7 @@ struct Member {
   std::int64_t lo = 0, hi = 0;
   std::int64_t count = 0;
   double waited = 0.0;  // seconds spent waiting at exchanges (timed only when it had to wait)
+  std::int64_t last_split_h = -1;  // the previous row's RowStats::split_h (both the same)
 };
 
 // Publish k values, wait for the other worker to publish its k, read them into other (left
@@ -1098,6 +1102,37 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   return T(ps.sum_a);
 }
 
+// A team's column masses: each worker keeps its own copy of C and log C (one array shared by
+// both had the lower range's hardware prefetcher run into the upper range's lines, as in
+// Work). After a row both normalised, split at h, worker 0's copy holds keys [0, h) and
+// worker 1's [h, l); after a row worker 0 solved alone, worker 0's holds all. Before row l
+// (keys [0, l - 1) carry mass, key l - 1 is new: 0 in both copies) each worker takes from
+// the other's copy what it is about to read: in a row split at h, worker 0 the keys [h', h)
+// that moved to it since the last split h' (h grows with l), worker 1 its range after a row
+// solved alone; worker 0 about to solve a row alone, everything since the last split. (The
+// other worker wrote those entries before the exchange that preceded this call, and writes
+// none of them until after the next one.)
+template <typename T>
+void take_columns(const Member& me, std::int64_t from, std::int64_t to) {
+  const int o = 1 - me.t;
+  const T* sc = static_cast<const T*>(me.tm->col[o]);
+  const T* sl = static_cast<const T*>(me.tm->lcol[o]);
+  T* dc = static_cast<T*>(me.tm->col[me.t]);
+  T* dl = static_cast<T*>(me.tm->lcol[me.t]);
+  for (std::int64_t j = from; j < to; ++j) {
+    dc[j] = sc[j];
+    dl[j] = sl[j];
+  }
+}
+
+template <typename T>
+void sync_columns(const Member& me, std::int64_t l, std::int64_t h, bool split) {
+  const std::int64_t last = me.last_split_h;
+  if (split && me.t == 0 && last >= 0 && h > last) take_columns<T>(me, last, h);
+  if (split && me.t == 1 && last < 0) take_columns<T>(me, h, l - 1);
+  if (!split && me.t == 0 && last >= 0) take_columns<T>(me, last, l - 1);
+}
+
 // Solve one row in place: srow (l keys, -inf = masked), col (l masses C[l-1, :], updated to
 // C'[l, :]), out (l weights, written). lcol: log of col (maintained here as well).
 // w: the row's work arrays; pr: this worker's private lists (w itself when alone); me: alone
@@ -1141,6 +1176,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     return st;
   }
   const T cut = -(Lim<T>::under + std::log(T(l)) + T(4)) / omr;  // weight < e^{-under}
+  if (me.tm) sync_columns<T>(me, l, me.t == 0 ? me.hi : me.lo, smin - smax > cut);
   std::int64_t m = 0;
   T s_abs = 0;
   bool q_ready = false;
@@ -1189,6 +1225,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   // the keys this worker normalises: its range in a team, all of them alone or after a fallback
   const bool split = me.tm && !st.fallback;
   const std::int64_t nlo = split ? lo : 0, nhi = split ? hi : l;
+  if (split) st.split_h = me.t == 0 ? hi : lo;
   const T* __restrict a = w.a.data();
   const T* __restrict ld = w.ld.data();
   const T* __restrict c = w.c.data();
@@ -1339,6 +1376,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
       if (slow_windows >= (team_give_up_forced() ? 1 : 2)) {
         team = false;  // dissolve: worker 0 solves the remaining rows alone
         if (!lead) return;
+        if (me.last_split_h >= 0) take_columns<T>(me, me.last_split_h, l - 1);
       }
       window_start = std::chrono::steady_clock::now();
       waited_before = me.waited;
@@ -1367,6 +1405,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
       window_start = std::chrono::steady_clock::now();
       waited_before = me.waited;
     }
+    if (shared) me.last_split_h = st.split_h;
     shared_rows += shared ? 1 : 0;
     mi = std::max(mi, double(st.iters));
     mr = std::max(mr, st.resid);
@@ -1403,7 +1442,11 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
     w1.resize(n);
     team.priv[0] = &w0;
     team.priv[1] = &w1;
-    std::vector<T> col(n, T(0)), lcol(n, T(0));
+    std::vector<T> col(n, T(0)), lcol(n, T(0)), col1(n, T(0)), lcol1(n, T(0));
+    team.col[0] = col.data();
+    team.lcol[0] = lcol.data();
+    team.col[1] = col1.data();
+    team.lcol[1] = lcol1.data();
     at::parallel_for(0, 2, 1, [&](std::int64_t b0, std::int64_t b1) {
       Member me;
       if (b1 - b0 == 2) {  // one thread was given both halves: alone
@@ -1434,8 +1477,8 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
       // then has to take back before every write; measured there, worker 1's copy loop took
       // 2.4x and its Newton passes 1.6x worker 0's time for as many keys.)
       Work<T>& own = me.t == 0 ? w0 : w1;
-      solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, own, own, me,
-                     stp);
+      solve_slice<T>(n, sp, op, static_cast<T*>(team.col[me.t]), static_cast<T*>(team.lcol[me.t]),
+                     kappa, omr, tol, max_iter, own, own, me, stp);
     });
     return;
   }
