@@ -274,12 +274,16 @@ struct Work {
 // sums exchanged at a two-party barrier (a monotone arrival counter per worker, spinning).
 // Both workers then do identical scalar work on identical data (the same operations in the
 // same order), so they take the same decisions without further messages.
-struct alignas(64) Arrival {
-  std::atomic<std::int64_t> v{0};
+// A worker's values and its arrival count share one cache line, its mailbox (one per barrier
+// parity, so that a worker one barrier ahead never overwrites values not yet read): the line
+// crosses to the other core once per exchange, not twice.
+struct alignas(64) Mailbox {
+  std::atomic<std::int64_t> count{0};  // the last barrier published here
+  double v[7] = {};
 };
+constexpr int kMailboxValues = 7;
 struct Team {
-  Arrival arrive[2];
-  alignas(64) double slot[2][2][8] = {};  // [barrier parity][worker][value]
+  Mailbox box[2][2];  // [barrier parity][worker]
   alignas(64) std::atomic<int> state{0};  // 0 forming, 1 both in, 2 worker 0 went alone
   const void* priv[2] = {nullptr, nullptr};  // each worker's own Work (see forward_impl)
   void* col[2] = {nullptr, nullptr};   // each worker's copy of the column masses C
@@ -307,19 +311,22 @@ struct Member {
 // untouched when alone: the caller fills it with the neutral values of its reductions).
 inline void exchange(Member& me, const double* mine, int k, double* other) {
   if (me.tm == nullptr) return;
+  TORCH_CHECK(k <= kMailboxValues, "causal OT kernel: too many values in one exchange");
   Team& tm = *me.tm;
   const int par = int(me.count & 1);
-  for (int i = 0; i < k; ++i) tm.slot[par][me.t][i] = mine[i];
+  Mailbox& mine_box = tm.box[par][me.t];
+  const Mailbox& their = tm.box[par][1 - me.t];
+  for (int i = 0; i < k; ++i) mine_box.v[i] = mine[i];
   me.count += 1;
-  tm.arrive[me.t].v.store(me.count, std::memory_order_release);
-  if (tm.arrive[1 - me.t].v.load(std::memory_order_acquire) >= me.count) {  // no wait
-    for (int i = 0; i < k; ++i) other[i] = tm.slot[par][1 - me.t][i];
+  mine_box.count.store(me.count, std::memory_order_release);
+  if (their.count.load(std::memory_order_acquire) >= me.count) {  // no wait
+    for (int i = 0; i < k; ++i) other[i] = their.v[i];
     return;
   }
   const auto wait0 = std::chrono::steady_clock::now();
   std::int64_t spins = 0;
   std::chrono::steady_clock::time_point since{};
-  while (tm.arrive[1 - me.t].v.load(std::memory_order_acquire) < me.count) {
+  while (their.count.load(std::memory_order_acquire) < me.count) {
     cpu_relax();
     if (++spins < (1 << 16)) continue;
     std::this_thread::yield();  // an oversubscribed machine
@@ -333,14 +340,15 @@ inline void exchange(Member& me, const double* mine, int k, double* other) {
     }
   }
   me.waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
-  for (int i = 0; i < k; ++i) other[i] = tm.slot[par][1 - me.t][i];
+  for (int i = 0; i < k; ++i) other[i] = their.v[i];
 }
 
 // Whether the other worker has already published its next exchange (so that this worker's
 // next exchange will not wait).
 inline bool other_arrived(const Member& me) {
+  // (its next barrier, me.count + 1, goes to the mailbox of parity me.count & 1)
   return me.tm != nullptr &&
-         me.tm->arrive[1 - me.t].v.load(std::memory_order_acquire) > me.count;
+         me.tm->box[me.count & 1][1 - me.t].count.load(std::memory_order_acquire) > me.count;
 }
 
 // The merged list of both workers (worker 0's entries first, on both workers, so that sums
