@@ -195,9 +195,15 @@ def _main(argv: list[str] | None) -> int:
         raise UsageError(f"--only: unknown area(s) {echo(unknown)}; choose from {AREAS}")
     areas = list(dict.fromkeys(items))
     out = _check_out(args.out)  # before minutes of benchmarks, not after
-    # --only updates its areas in --out and keeps the others (and any recorded runs and notes)
+    # --only updates its areas in --out and keeps the others (and any recorded runs and notes);
+    # "machine" is this run's, "machine_by_area" where each kept area was measured (areas
+    # from a file without it are taken to be the file's "machine")
     results: dict[str, Any] = _previous_results(out)
-    results.update({"machine": describe_machine(), "quick": args.quick})
+    by_area = results.setdefault("machine_by_area", {})
+    for kept in results.get("areas", {}):
+        by_area.setdefault(kept, results.get("machine"))
+    machine = describe_machine()
+    results.update({"machine": machine, "quick": args.quick})
     results.setdefault("areas", {})
     for i, area in enumerate(areas, 1):
         progress(PROG, f"[{i}/{len(areas)}] {area}: running")
@@ -207,6 +213,7 @@ def _main(argv: list[str] | None) -> int:
         else:
             rows = importlib.import_module(f"benchmarks.{area}").run(quick=args.quick)
         results["areas"][area] = rows
+        by_area[area] = machine
         progress(PROG, f"[{i}/{len(areas)}] {area}: done ({time.perf_counter() - start:.1f} s)")
         print_table(area, rows)
     try:

@@ -126,3 +126,6 @@ def test_only_updates_its_area_and_keeps_the_rest(tmp_path, monkeypatch, capsys)
     assert data["areas"] == {"margin": [{"new": 3}], "masses": [{"kept": 2}]}
     assert data["notes"] == {"margin": "kept"} and data["recorded_runs"] == [{"command": "x"}]
     assert data["machine"]["cores"] >= 1
+    # each area says where it was measured: the kept one on the file's old machine
+    assert data["machine_by_area"]["masses"] == {"cores": 1}
+    assert data["machine_by_area"]["margin"] == data["machine"]
