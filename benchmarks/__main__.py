@@ -3,8 +3,10 @@
 Collects ``run(quick)`` from ``benchmarks.margin``, ``benchmarks.masses`` and
 ``benchmarks.operators``, times ``python -m proofs_check`` and ``python paper_figs.py`` end to
 end, prints one table per area and writes ``benchmarks/results.json`` (atomically) with the
-machine description. Timings are medians of at least 5 runs after a warm-up (each area's own
-module states its repeats), with min and max beside them.
+machine description (``machine``: this run's; ``machine_by_area``: each area's, since
+``--only`` keeps the areas measured in earlier runs, possibly on another machine). Timings are
+medians of at least 5 runs after a warm-up (each area's own module states its repeats), with
+min and max beside them.
 """
 
 from __future__ import annotations
