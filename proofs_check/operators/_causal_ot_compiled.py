@@ -52,6 +52,7 @@ The map ``e -> da`` is symmetric, so for the total gradient ``abar`` on row ``l`
 from __future__ import annotations
 
 import os
+import platform
 import sys
 import warnings
 from pathlib import Path
@@ -108,7 +109,12 @@ def load_extension() -> ModuleType | None:
     return module
 
 
+# -mprefer-vector-width=512 (x86-64 only): where the CPU has AVX-512, loops in 512-bit vectors
+# (GCC's tuning for recent Intel cores picks 256); measured on an Intel Xeon VM (2026-12-02),
+# 8-22% faster for one head and for eight, float64 and float32. No effect without AVX-512.
 _FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-std=c++17"]
+if platform.machine().lower() in ("x86_64", "amd64"):
+    _FLAGS.insert(2, "-mprefer-vector-width=512")
 
 
 def _build(cpp_extension) -> ModuleType:
