@@ -182,6 +182,26 @@ def backward_rows(n: int, heads: int, rhos, dtype_name: str = "float64",
     return out
 
 
+def _rss_now_and_peak() -> tuple[int, int] | None:
+    """(VmRSS, VmHWM) of this process in bytes from ``/proc/self/status``; None off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        return (int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024)
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process's VmHWM to its current RSS (Linux ``clear_refs`` 5); whether it did."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def _stream_child(n: int, rho: float) -> None:
     import torch
 
@@ -190,22 +210,33 @@ def _stream_child(n: int, rho: float) -> None:
     from proofs_check.operators._causal_ot_compiled import load_extension
 
     compiled = load_extension() is not None
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # The peak is this process's own high-water mark, reset here to its RSS after the imports
+    # (Linux: VmHWM after clear_refs). Not ru_maxrss: Linux carries it across fork and exec,
+    # so a child of the benchmark (a parent at ~5 GB after the dense rows) started at the
+    # parent's peak and reported 0 growth whatever the stream did.
+    how = "VmHWM after clear_refs" if _reset_peak_rss() and _rss_now_and_peak() else "ru_maxrss"
+    if how == "ru_maxrss":
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    else:
+        base = _rss_now_and_peak()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     last = None
     for _, row in stream_causal_ot(n, rho, progress=True):
         last = row
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if how == "ru_maxrss":
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    else:
+        peak = _rss_now_and_peak()[1]
     print(json.dumps({
         # cpu_s: this process's CPU time; on a loaded machine wall_s exceeds it
         "n": n, "rho": rho, "wall_s": wall, "cpu_s": cpu, "compiled": compiled, "threads": 1,
-        # ru_maxrss is KiB on Linux and a high-water mark: 0 above the baseline means the
-        # solver never exceeded the peak reached while importing torch (its own buffers are
-        # O(n): a few vectors of n floats)
-        "peak_rss_above_baseline_bytes": (peak - base) * 1024,
-        "baseline_peak_rss_bytes": base * 1024,
+        # the stream's peak resident memory above the RSS it started from (the solver's own
+        # buffers are O(n): a few vectors of n floats, and one row)
+        "peak_rss_above_baseline_bytes": peak - base,
+        "baseline_peak_rss_bytes": base,
+        "rss_measured_by": how,
         "solver_state_bytes": 16 * n,  # C[l-1, :] and log C[l-1, :], float64
         "dense_float64_bytes": 8 * n * n,
         "last_row_sum": float(last.sum()),

@@ -129,3 +129,22 @@ def test_only_updates_its_area_and_keeps_the_rest(tmp_path, monkeypatch, capsys)
     # each area says where it was measured: the kept one on the file's old machine
     assert data["machine_by_area"]["masses"] == {"cores": 1}
     assert data["machine_by_area"]["margin"] == data["machine"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM and clear_refs are Linux")
+def test_stream_peak_rss_sees_growth_after_the_reset():
+    # The stream child's memory figure: its peak RSS above the RSS it starts from, with the
+    # high-water mark reset first (ru_maxrss, used before, carries a parent's peak through
+    # fork and exec and reported 0 growth under a 5 GB parent whatever the child did).
+    from benchmarks import operators as bench_ops
+
+    if not bench_ops._reset_peak_rss():
+        pytest.skip("/proc/self/clear_refs not writable here: the child falls back to ru_maxrss")
+    base, peak0 = bench_ops._rss_now_and_peak()
+    assert peak0 - base < 16 << 20  # the reset put the mark at the current RSS (+ noise)
+    block = bytearray(256 << 20)  # 256 MiB, touched (zero-filled by the allocation)
+    block[:: 4096] = b"\1" * len(block[:: 4096])
+    _, peak1 = bench_ops._rss_now_and_peak()
+    del block
+    # the mark rose by the block (less a little: some pages may already have been resident)
+    assert peak1 - base >= 240 << 20
