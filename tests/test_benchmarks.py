@@ -146,5 +146,7 @@ def test_stream_peak_rss_sees_growth_after_the_reset():
     block[:: 4096] = b"\1" * len(block[:: 4096])
     _, peak1 = bench_ops._rss_now_and_peak()
     del block
-    # the mark rose by the block (less a little: some pages may already have been resident)
-    assert peak1 - base >= 240 << 20
+    # the mark rose by about the block: at least half of it (in the full suite the block can
+    # reuse pages the process already holds; measured 240 MiB of 256 there, and ru_maxrss
+    # under a big parent showed 0)
+    assert peak1 - base >= 128 << 20
