@@ -355,16 +355,16 @@ inline bool other_arrived(const Member& me) {
 // over it are the same on both); alone: the own list.
 template <typename T>
 std::int64_t merge_lists(const Member& me, const std::vector<std::int64_t> Work<T>::*list,
-                         std::int64_t n_own, std::int64_t n_other, Work<T>& pr,
+                         std::int64_t n_own, std::int64_t n_other, Work<T>& own,
                          std::vector<std::int64_t> Work<T>::*merged, const std::int64_t** out) {
   if (me.tm == nullptr) {
-    *out = (pr.*list).data();
+    *out = (own.*list).data();
     return n_own;
   }
   const Work<T>* w0 = static_cast<const Work<T>*>(me.tm->priv[0]);
   const Work<T>* w1 = static_cast<const Work<T>*>(me.tm->priv[1]);
   const std::int64_t n0 = me.t == 0 ? n_own : n_other, n1 = me.t == 0 ? n_other : n_own;
-  std::int64_t* dst = (pr.*merged).data();
+  std::int64_t* dst = (own.*merged).data();
   std::copy_n((w0->*list).data(), n0, dst);
   std::copy_n((w1->*list).data(), n1, dst + n0);
   *out = dst;
@@ -575,10 +575,10 @@ inline void eval_fresh(std::int64_t j, Work<T>& w, T kappa, T zeta, T& sum_a, T&
 // expm1/log1p polynomials of level POLY, valid for |step| <= kPolyLimit[POLY] (the caller
 // checks mall after the pass); POLY = 0: fresh exp/log for every key. EXC: a key that steps
 // further is flagged instead (a_j = -1, left out of the sums) and evaluated fresh after the
-// loop (pr: this worker's lists); the checks cost 20% of a polynomial pass, so only where the
+// loop (w's exc list); the checks cost 20% of a polynomial pass, so only where the
 // caller expects such keys.
 template <typename T, int POLY, bool EXC = false>
-PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T kappa, T omr,
+PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr,
                      T dz, T nz, T floor_x) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
@@ -635,7 +635,7 @@ PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, 
     mdx = std::max(mdx, (xo > floor_x || xn > floor_x) ? ad : T(0));
   }
   if (EXC && n_bad > 0) {
-    std::int64_t* __restrict idx = pr.exc.data();
+    std::int64_t* __restrict idx = w.exc.data();
     const std::int64_t ne = gather_if(lo, hi, idx, [&](std::int64_t j) { return a[j] < T(0); });
     for (std::int64_t k = 0; k < ne; ++k)
       eval_fresh<T>(idx[k], w, kappa, nz, sum_a, sum_p, sum_pr);
@@ -708,7 +708,7 @@ void start_plain(std::int64_t lo, std::int64_t hi, Work<T>& w, T omr, T zeta,
 // values from the near solve (evaluated there at the same zeta); the others (fresh, clamped,
 // or a ratio beyond the limit: flagged a_j = -1 by the vector loop) are evaluated fresh.
 template <typename T, int LEVEL>
-PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T kappa, T omr,
+PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr,
                     T zeta, T qmax, const NearKeys<T>& nr) {
   const T* __restrict s = w.s.data();
   const T* __restrict c = w.c.data();
@@ -764,7 +764,7 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T
     sum_pr += p * nr.r[k];
   }
   if (n_exc > T(n_near)) {  // flags beyond the near keys'
-    std::int64_t* __restrict idx = pr.exc.data();
+    std::int64_t* __restrict idx = w.exc.data();
     const std::int64_t ne = gather_if(lo, hi, idx, [&](std::int64_t j) { return a[j] < T(0); });
     for (std::int64_t k = 0; k < ne; ++k)
       eval_fresh<T>(idx[k], w, kappa, zeta, sum_a, sum_p, sum_pr);
@@ -776,7 +776,7 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, Work<T>& pr, T
 // column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
 // (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
 template <typename T>
-T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T omr, double tol,
+T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double tol,
                 std::int64_t max_iter, T s_abs, bool q_ready, T qmax_ready, RowStats& st) {
   // this worker's keys: all of them alone, its range in a team (row-level sums exchanged)
   const std::int64_t lo = me.tm ? me.lo : 0, hi = me.tm ? me.hi : m;
@@ -806,7 +806,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   }
   // fresh keys (C_j = 0): the diagonal, and keys never given mass
   const std::int64_t nf_own =
-      gather_if(lo, hi, pr.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
+      gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
   T acc_own = 0;
   if (qmax_own > -inf) {
     T* __restrict e = w.a.data();  // E_j = e^{q_j - qmax_own}, kept for the start pass
@@ -834,7 +834,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   }
   const std::int64_t* fresh = nullptr;
   const std::int64_t nf =
-      merge_lists<T>(me, &Work<T>::fresh, nf_own, nf_other, pr, &Work<T>::fresh_m, &fresh);
+      merge_lists<T>(me, &Work<T>::fresh, nf_own, nf_other, w, &Work<T>::fresh_m, &fresh);
   // zeta: scalar Newton on g(z) = log(e^{P - z} + sum_fresh e^{(1-rho)(s_f - z)}) = 0; g is
   // convex and decreasing, so after the first step the iterates increase monotonically.
   T zeta = P;
@@ -867,7 +867,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     // -6% there at 0.015, no change at rho <= 0.9, where it stays 0.05)
     const T near_frac = std::min(T(0.05), T(0.15) / std::sqrt(kappa));
     const T near_cut = zeta + std::log(near_frac / (T(1) + kappa));
-    const std::int64_t nn_own = gather_if(lo, hi, pr.near.data(), [&](std::int64_t j) {
+    const std::int64_t nn_own = gather_if(lo, hi, w.near.data(), [&](std::int64_t j) {
       return (c[j] > 0) & (q[j] - lc[j] > near_cut);
     });
     // this worker's share of the far keys' P sum (E_j = e^{q_j - qmax_own}, from the P loop):
@@ -880,7 +880,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     // same sum: a + b = b + a), with the near count (a second exchange less per row).
     T* __restrict ea = w.a.data();
     T acc_nd = 0;
-    for (std::int64_t k = 0; k < nn_own; ++k) acc_nd += ea[pr.near[k]];
+    for (std::int64_t k = 0; k < nn_own; ++k) acc_nd += ea[w.near[k]];
     T acc_fd = acc_own - acc_nd;
     if (!(acc_fd >= T(sizeof(T) == 8 ? 1e-6 : 1e-2) * acc_own)) {
       acc_fd = 0;
@@ -894,7 +894,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     exchange(me, mine, 2, other);
     const std::int64_t* near = nullptr;
     const std::int64_t nn = merge_lists<T>(me, &Work<T>::near, nn_own, std::int64_t(other[0]),
-                                           pr, &Work<T>::near_m, &near);
+                                           w, &Work<T>::near_m, &near);
     const bool solve_near = nn > 0 && nn <= kMaxNear;
     // the largest log(a_j / C_j) + zeta at the start over the keys that keep the closed form
     // sets the start pass's log1p degree: those are the far keys (every key if the near ones
@@ -915,10 +915,10 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
       const T acc_far = acc_fd + T(other[1]);  // (a + b = b + a exactly: the same on both)
       const T p_far = acc_far > 0 ? qmax + std::log(acc_far) : -inf;
       // gather the near keys into contiguous buffers: their Newton loops vectorise
-      T* __restrict ns = pr.ns.data();
-      T* __restrict nc = pr.nc.data();
-      T* __restrict nlc = pr.nlc.data();
-      T* __restrict nx = pr.nx.data();
+      T* __restrict ns = w.ns.data();
+      T* __restrict nc = w.nc.data();
+      T* __restrict nlc = w.nlc.data();
+      T* __restrict nx = w.nx.data();
       const std::int64_t nk = std::int64_t(nn);
       for (std::int64_t k = 0; k < nk; ++k) {
         const std::int64_t j = near[k];
@@ -948,10 +948,10 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
       // as from any start. Its exp and log are the low-latency forms (fexp_lat, flog_lat:
       // each step waits on the one before; -2 to -3% at n = 512, rho >= 0.9, -5% at n = 128;
       // measured over 2e6 arguments against long double: 2.3 ulp for exp, 1.1 for log).
-      T* __restrict nr = pr.nr.data();
-      T* __restrict ngi = pr.ngi.data();
-      T* __restrict na = pr.na.data();
-      T* __restrict nld = pr.nld.data();
+      T* __restrict nr = w.nr.data();
+      T* __restrict ngi = w.ngi.data();
+      T* __restrict na = w.na.data();
+      T* __restrict nld = w.nld.data();
       for (std::int64_t k = 0; k < nkp; ++k) { nr[k] = 0; ngi[k] = 0; }
       T dz = 0;
       for (int it = 0; it < 30; ++it) {
@@ -1000,12 +1000,12 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
   PassSums ps;
   const T u_max = far_lr < inf ? std::exp(far_lr - zeta) : inf;
   if (u_max <= T(kStartLimit[2])) {
-    ps = start_pass<T, 2>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near_keys);
+    ps = start_pass<T, 2>(lo, hi, w, kappa, omr, zeta, qmax_own, near_keys);
   } else if (u_max <= T(kStartLimit[1])) {
-    ps = start_pass<T, 1>(lo, hi, w, pr, kappa, omr, zeta, qmax_own, near_keys);
+    ps = start_pass<T, 1>(lo, hi, w, kappa, omr, zeta, qmax_own, near_keys);
   } else {
     start_plain<T>(lo, hi, w, omr, zeta, near_keys);
-    ps = newton_pass<T, 0>(lo, hi, w, pr, kappa, omr, T(0), zeta, floor_x);
+    ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), zeta, floor_x);
   }
   // the row's sums from both workers' (sums add, largest moves take the max)
   auto combine = [&me](PassSums& p) {
@@ -1035,16 +1035,16 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     // evaluated fresh by the pass). Each worker decides for its own keys: the recent ones
     // move most.
     const int poly = pass_level<T>(lo, hi, w, dz);
-    ps = poly == 3    ? newton_pass<T, 3>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
-         : poly == 2  ? newton_pass<T, 2>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
-         : poly == 1  ? newton_pass<T, 1>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
-         : poly == -1 ? newton_pass<T, 1, true>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x)
-                      : newton_pass<T, 0>(lo, hi, w, pr, kappa, omr, dz, nz, floor_x);
+    ps = poly == 3    ? newton_pass<T, 3>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+         : poly == 2  ? newton_pass<T, 2>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+         : poly == 1  ? newton_pass<T, 1>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+         : poly == -1 ? newton_pass<T, 1, true>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+                      : newton_pass<T, 0>(lo, hi, w, kappa, omr, dz, nz, floor_x);
     if (poly > 0 && ps.mall > kPolyLimit[poly]) {  // rounding moved a key across the bound:
       // the pass again, fresh (this worker's keys only: its own decision)
       for (std::int64_t j = lo; j < hi; ++j) { r[j] = 0; gi[j] = 0; }
       const double mdx = ps.mdx, mall = ps.mall;
-      ps = newton_pass<T, 0>(lo, hi, w, pr, kappa, omr, T(0), nz, floor_x);
+      ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), nz, floor_x);
       ps.mdx = mdx;
       ps.mall = mall;
     }
@@ -1109,7 +1109,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Work<T>& pr, Member& me, T kappa, T 
     gi[j] = 0;
     q[j] = inf;  // only the (1-rho)(s_j - zeta) bound clamps here: the root satisfies it
   }
-  ps = newton_pass<T, 0>(0, m, w, pr, kappa, omr, T(0), zeta, floor_x);
+  ps = newton_pass<T, 0>(0, m, w, kappa, omr, T(0), zeta, floor_x);
   return T(ps.sum_a);
 }
 
@@ -1146,11 +1146,11 @@ void sync_columns(const Member& me, std::int64_t l, std::int64_t h, bool split) 
 
 // Solve one row in place: srow (l keys, -inf = masked), col (l masses C[l-1, :], updated to
 // C'[l, :]), out (l weights, written). lcol: log of col (maintained here as well).
-// w: the row's work arrays; pr: this worker's private lists (w itself when alone); me: alone
+// w: this worker's work arrays and key lists (a team's: see forward_impl); me: alone
 // (me.tm == nullptr) or one of a team of two, which split the keys at h: [0, h) and [h, l).
 template <typename T>
 RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kappa, T omr,
-                   double tol, std::int64_t max_iter, Work<T>& w, Work<T>& pr, Member& me) {
+                   double tol, std::int64_t max_iter, Work<T>& w, Member& me) {
   RowStats st;
   if (me.tm) {  // split on a multiple of 32 keys (whole vectors and cache lines on each side)
     const std::int64_t h = std::min(l, ((l + 1) / 2 + 31) / 32 * 32);
@@ -1214,7 +1214,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   } else if (me.tm) {  // masked keys: the compaction is serial, worker 0 solves the row alone
     if (me.t == 1) return st;
     Member alone;
-    return solve_row<T>(l, srow, col, lcol, out, kappa, omr, tol, max_iter, w, pr, alone);
+    return solve_row<T>(l, srow, col, lcol, out, kappa, omr, tol, max_iter, w, alone);
   }
   for (std::int64_t j = 0; m < l && j < l; ++j) {
     const T v = srow[j] - smax;  // -inf for masked keys and overflowing differences
@@ -1231,7 +1231,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   if (m == 0) return st;  // cannot happen for a validated row (its max key survives)
   const bool all = (m == l);
   const T tot =
-      solve_compact<T>(m, w, pr, me, kappa, omr, tol, max_iter, s_abs, q_ready, qmax_own, st);
+      solve_compact<T>(m, w, me, kappa, omr, tol, max_iter, s_abs, q_ready, qmax_own, st);
   if (me.tm && st.fallback && me.t == 1) return st;  // worker 0 finished the row alone
   // the keys this worker normalises: its range in a team, all of them alone or after a fallback
   const bool split = me.tm && !st.fallback;
@@ -1338,7 +1338,7 @@ void zero_upper(T* ob, std::int64_t n, std::int64_t i, int half) {
 // hand-over, left worker 1 waiting at its first shared row until the 60 s lost-step error.)
 template <typename T>
 void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T omr, double tol,
-                 std::int64_t max_iter, Work<T>& w, Work<T>& pr, Member& me, double* st6) {
+                 std::int64_t max_iter, Work<T>& w, Member& me, double* st6) {
   const bool lead = me.tm == nullptr || me.t == 0;
   double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0;
   Member alone;
@@ -1395,7 +1395,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     const bool shared = team && l >= kSplitRow;
     if (!shared && !lead) continue;  // worker 1 waits for the next shared row's exchange
     RowStats st = solve_row<T>(l, sb + i * n, col, lcol, ob + i * n, kappa, omr, tol, max_iter,
-                               w, pr, shared ? me : alone);
+                               w, shared ? me : alone);
     // the upper triangle: halved between the workers of a shared row (one worker filling it
     // all left the other waiting at the exchanges), else by whoever solved the row; a team's
     // short rows at the hand-over (above)
@@ -1461,8 +1461,8 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
     at::parallel_for(0, 2, 1, [&](std::int64_t b0, std::int64_t b1) {
       Member me;
       if (b1 - b0 == 2) {  // one thread was given both halves: alone
-        solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0, w0,
-                       me, stp);
+        solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0, me,
+                       stp);
         return;
       }
       me.t = int(b0);
@@ -1475,8 +1475,8 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
                std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20))
           cpu_relax();
         if (team.state.compare_exchange_strong(expect, 2)) {  // nobody came: alone
-          solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0, w0,
-                         me, stp);
+          solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0, me,
+                         stp);
           return;
         }
       }
@@ -1489,7 +1489,7 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
       // 2.4x and its Newton passes 1.6x worker 0's time for as many keys.)
       Work<T>& own = me.t == 0 ? w0 : w1;
       solve_slice<T>(n, sp, op, static_cast<T*>(team.col[me.t]), static_cast<T*>(team.lcol[me.t]),
-                     kappa, omr, tol, max_iter, own, own, me, stp);
+                     kappa, omr, tol, max_iter, own, me, stp);
     });
     return;
   }
@@ -1502,7 +1502,7 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
       std::fill(lcol.begin(), lcol.end(), T(0));
       Member alone;
       solve_slice<T>(n, sp + b * n * n, op + b * n * n, col.data(), lcol.data(), kappa, omr, tol,
-                     max_iter, w, w, alone, stp + 6 * b);
+                     max_iter, w, alone, stp + 6 * b);
     }
   });
 }
@@ -1545,14 +1545,14 @@ std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, tor
     Member alone;
     st = solve_row<double>(l, srow.data_ptr<double>(), col.data_ptr<double>(),
                            lcol.data_ptr<double>(), out.data_ptr<double>(), kappa, omr, tol,
-                           max_iter, w, w, alone);
+                           max_iter, w, alone);
   } else {
     thread_local Work<float> w;
     if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
     Member alone;
     st = solve_row<float>(l, srow.data_ptr<float>(), col.data_ptr<float>(),
                           lcol.data_ptr<float>(), out.data_ptr<float>(), float(kappa),
-                          float(omr), tol, max_iter, w, w, alone);
+                          float(omr), tol, max_iter, w, alone);
   }
   stp[0] = st.iters;
   stp[1] = st.resid;
