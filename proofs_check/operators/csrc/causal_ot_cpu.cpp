@@ -1369,7 +1369,12 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
 constexpr std::int64_t kSplitRow = 256;
 // The team's check: every kTeamCheck shared rows; it dissolves when the two workers together
 // waited more than kTeamGiveUp of the window (1 would be break-even if waiting were the only
-// loss; a shared row's work is also slower than alone (cache lines change hands), so 0.5).
+// loss; a shared row's work is also slower than alone, so less: 0.7). Measured on an AMD EPYC
+// (Zen 5) VM at n = 2048, rho = 0.9: a healthy team waits 0.29-0.37 of the window at rows
+// >= 1024 in float32 (0.16-0.23 in float64) and still solves the call 1.31x faster than
+// worker 0 alone from row 320 on (whole call 5.77 against 7.56 ms; by the 2T - W_0 - W_1
+// estimate, 1.65x). At 0.5, as before, a noisy minute on that VM dissolved float32 teams at
+// row ~1090 (10.7 ms against 9.0 for a team that stayed).
 // Rows shorter than kTeamLongRow only dissolve it at kTeamGiveUpShort: there the exchanges
 // cost about what the halved arithmetic saves, so a healthy team waits a third to a half of
 // the window (measured at n = 4096, rows 320 and 384: 0.32 and 0.56), and 0.5 dissolved it
@@ -1381,7 +1386,7 @@ constexpr std::int64_t kSplitRow = 256;
 // PROOFS_CHECK_TEAM_GIVE_UP overrides both (tests: < 0 dissolves at the first check).
 constexpr std::int64_t kTeamCheck = 64;
 constexpr std::int64_t kTeamLongRow = 1024;
-constexpr double kTeamGiveUp = 0.5;
+constexpr double kTeamGiveUp = 0.7;
 constexpr double kTeamGiveUpShort = 0.85;
 inline bool team_give_up_forced() {
   const char* v = std::getenv("PROOFS_CHECK_TEAM_GIVE_UP");
