@@ -240,8 +240,9 @@ struct Arr {
   std::int64_t size() const { return n; }
 };
 
-// Work buffers for one row of up to m live keys. The per-key arrays, which the passes
-// read and write together (and o, the normalised weights staged for streaming stores), share one 64-byte-aligned block at staggered offsets: array k starts
+// Work buffers for one row of up to m live keys. The per-key arrays, which the passes read
+// and write together (and o, the normalised weights staged for streaming stores), share one
+// 64-byte-aligned block at staggered offsets: array k starts
 // k * 192 bytes further into the 4 KiB set-index range of the L1 cache than it would at equal
 // sizes. Separately allocated arrays of n = 512 or 2048 doubles start at the same offset
 // modulo 4 KiB, so key j of every array falls into the same L1 set; measured: one process in
@@ -1167,19 +1168,23 @@ template <typename T>
 inline void stream_block(T* dst, const T* src) {  // one vector; dst aligned, src nullptr: zeros
 #if defined(__AVX512F__)
   if constexpr (sizeof(T) == 8) {
-    _mm512_stream_pd(reinterpret_cast<double*>(dst),
-                     src ? _mm512_loadu_pd(reinterpret_cast<const double*>(src)) : _mm512_setzero_pd());
+    const double* sp = reinterpret_cast<const double*>(src);
+    const __m512d v = sp ? _mm512_loadu_pd(sp) : _mm512_setzero_pd();
+    _mm512_stream_pd(reinterpret_cast<double*>(dst), v);
   } else {
-    _mm512_stream_ps(reinterpret_cast<float*>(dst),
-                     src ? _mm512_loadu_ps(reinterpret_cast<const float*>(src)) : _mm512_setzero_ps());
+    const float* sp = reinterpret_cast<const float*>(src);
+    const __m512 v = sp ? _mm512_loadu_ps(sp) : _mm512_setzero_ps();
+    _mm512_stream_ps(reinterpret_cast<float*>(dst), v);
   }
 #elif defined(__AVX__)
   if constexpr (sizeof(T) == 8) {
-    _mm256_stream_pd(reinterpret_cast<double*>(dst),
-                     src ? _mm256_loadu_pd(reinterpret_cast<const double*>(src)) : _mm256_setzero_pd());
+    const double* sp = reinterpret_cast<const double*>(src);
+    const __m256d v = sp ? _mm256_loadu_pd(sp) : _mm256_setzero_pd();
+    _mm256_stream_pd(reinterpret_cast<double*>(dst), v);
   } else {
-    _mm256_stream_ps(reinterpret_cast<float*>(dst),
-                     src ? _mm256_loadu_ps(reinterpret_cast<const float*>(src)) : _mm256_setzero_ps());
+    const float* sp = reinterpret_cast<const float*>(src);
+    const __m256 v = sp ? _mm256_loadu_ps(sp) : _mm256_setzero_ps();
+    _mm256_stream_ps(reinterpret_cast<float*>(dst), v);
   }
 #else
   (void)dst;
@@ -1457,7 +1462,8 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     const bool stop = lead ? stopped : other[0] > 0;
     filled = lead ? std::int64_t(other[1]) : filled;
     if (!stop) {
-      for (std::int64_t r = filled; r < kSplitRow - 1; ++r) zero_upper(ob, n, r, me.t, stream_out);
+      for (std::int64_t r = filled; r < kSplitRow - 1; ++r)
+        zero_upper(ob, n, r, me.t, stream_out);
     }
     return stop;
   };
