@@ -481,7 +481,6 @@ def test_one_head_team_zeroes_the_upper_triangle_and_stops_cleanly(two_threads, 
         assert torch.count_nonzero(torch.triu(w[0], 1)) == 0
 
 
-
 @pytest.mark.parametrize("dtype", [F64, torch.float32])
 def test_streamed_output_equals_plain_stores_bit_for_bit(two_threads, monkeypatch, dtype):
     # Outputs of 16 MiB and more are written by streaming stores (PROOFS_CHECK_STREAM_OUT=1
@@ -511,6 +510,7 @@ def test_streamed_output_equals_plain_stores_bit_for_bit(two_threads, monkeypatc
                     assert torch.equal(w0, w1) and torch.equal(st0, st1)
                 else:  # a busy machine: worker 1 came late once (alone: other rounding)
                     assert (w0 - w1).abs().max().item() <= 10 * max(tol, 1e-6)
+
 
 def test_build_falls_back_to_the_serial_kernel_without_openmp():
     # a compiler without OpenMP (Apple clang): the first build fails, the second (no
