@@ -856,13 +856,14 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
     if (!(std::abs(dz) > T(1e-3))) break;
   }
   // Near keys: old keys whose start weight is not small against their column mass
-  // (kappa a_j / C_j > 0.05 at the upper bound, less at large kappa), where "keeps its potential" is a poor start and
-  // the bound overestimates a_j (by up to a factor e^{kappa log(1 + a_j/C_j)}). If there are
-  // few, solve them first, with zeta, by the joint Newton step on that small system (the far
-  // keys' sum stays the closed form e^{P_far - zeta}); the row's joint Newton then starts
-  // close to the root. (It replaced a nested iteration, scalar Newton per near key inside
-  // Newton on zeta: 5.5 outer times 3.3 inner steps per row at rho = 0.99, against 3 to 7
-  // joint steps; 15% of the forward at n = 512, rho = 0.99.)
+  // ((1 + kappa) a_j / C_j > 0.05 at the upper bound of a_j; 0.15 / sqrt(kappa) from kappa = 9
+  // on), where "keeps its potential" is a poor start and the bound overestimates a_j (by up
+  // to a factor e^{kappa log(1 + a_j/C_j)}). If there are few, solve them first, with zeta,
+  // by the joint Newton step on that small system (the far keys' sum stays the closed form
+  // e^{P_far - zeta}); the row's joint Newton then starts close to the root. (It replaced a
+  // nested iteration, scalar Newton per near key inside Newton on zeta: 5.5 outer times 3.3
+  // inner steps per row at rho = 0.99, against 3 to 7 joint steps; 15% of the forward at
+  // n = 512, rho = 0.99.)
   T far_lr = inf;  // no closed-form start pass unless set below
   NearKeys<T> near_keys;  // the near keys solved below, if any
   if (qmax > -inf) {
@@ -989,7 +990,12 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
         const T step = std::max(std::abs(dz), mdx);
         if (it > 0 && !(step > T(3e-2))) break;
         // Newton on log(mass) = 0 (the mass is a sum of exponentials of zeta: linearised as
-        // is, a start far from 1 overshot by ~20 and crept back by 1 per step at score std 6)
+        // is, a start far from 1 overshot by ~20 and crept back by 1 per step at score std 6).
+        // The first step still overshoots at rho = 0.99 (zeta 10.7 -> 4.3, root 7.2: the far
+        // mass e^{P_far - zeta} linearised). Solving log(mass after the step) = 0 exactly,
+        // each key's exponent as the step sets it, by 1-3 inner Newton steps, saved 0.75-1.25
+        // near steps per row there (0.45 at rho = 0.9) but cost more: A/B 1.02-1.10 at n = 512
+        // and 2048, 1.00-1.06 in the first step only (AMD EPYC VM, 2026-12-03).
         const T tot = far + fr + sa;
         dz = (tot * flog_lat(std::max(tot, Lim<T>::tiny)) - spr) / (sp + far + omr * fr);
       }
@@ -1231,7 +1237,12 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
                    double tol, std::int64_t max_iter, Work<T>& w, Member& me,
                    bool stream_out = false) {
   RowStats st;
-  if (me.tm) {  // split on a multiple of 32 keys (whole vectors and cache lines on each side)
+  // A team splits at about half the row, on a multiple of 32 keys (whole vectors and cache
+  // lines on each side). Worker 1, with the recent keys, does more per row, and worker 0 waits
+  // more at the exchanges (n = 2048, rho = 0.99: 1.9 ms against 0.9 of a 12.8 ms call); a
+  // split at 0.55 or 0.6 of the row, or 64 or 128 keys above half, moved the waiting to
+  // worker 1 without changing the call's time (A/B 0.997-1.011, AMD EPYC VM, 2026-12-03).
+  if (me.tm) {
     const std::int64_t h = std::min(l, ((l + 1) / 2 + 31) / 32 * 32);
     me.lo = me.t == 0 ? 0 : h;
     me.hi = me.t == 0 ? h : l;
@@ -1370,7 +1381,9 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
 }
 
 // Rows from this length on are split between the two workers of a team (below it the
-// exchanges cost more than the halved arithmetic saves; measured in benchmarks/).
+// exchanges cost more than the halved arithmetic saves; measured in benchmarks/). 128 and 192
+// were no better on an AMD EPYC VM (2026-12-03; one head, n = 384-1024: A/B 0.95-1.04 in
+// float64, 1.02-1.05 in float32, interleaved medians of 41 calls).
 constexpr std::int64_t kSplitRow = 256;
 // The team's check: every kTeamCheck shared rows; it dissolves when the two workers together
 // waited more than kTeamGiveUp of the window (1 would be break-even if waiting were the only
