@@ -1227,23 +1227,38 @@ inline void stream_fence() {
 #endif
 }
 
+// A team's split key for a row of l keys: worker 0 takes [0, h), worker 1 [h, l); a multiple
+// of 32 keys (whole vectors and cache lines on each side), or l itself.
+inline std::int64_t split_key(std::int64_t l) { return std::min(l, ((l + 1) / 2 + 31) / 32 * 32); }
+
+// Asks for the cache lines of [p, p + bytes) to be loaded for reading (a hint: nothing is
+// read, and no address faults). Used for the next row's scores (see solve_row).
+inline void prefetch_lines(const void* p, std::int64_t bytes) {
+  if (bytes <= 0) return;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (std::uintptr_t b = a & ~std::uintptr_t(63); b < a + std::uintptr_t(bytes); b += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(b), 0, 3);
+}
+
 // Solve one row in place: srow (l keys, -inf = masked), col (l masses C[l-1, :], updated to
 // C'[l, :]), out (l weights, written). lcol: log of col (maintained here as well).
 // w: this worker's work arrays and key lists (a team's: see forward_impl); me: alone
 // (me.tm == nullptr) or one of a team of two, which split the keys at h: [0, h) and [h, l).
 // stream_out: out written by streaming stores (converged unmasked rows; see stream_store).
+// next: the next row's scores (l + 1 keys; nullptr: none), whose part this worker reads next
+// is prefetched once this row's scores are scanned.
 template <typename T>
 RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kappa, T omr,
                    double tol, std::int64_t max_iter, Work<T>& w, Member& me,
-                   bool stream_out = false) {
+                   bool stream_out = false, const T* next = nullptr) {
   RowStats st;
-  // A team splits at about half the row, on a multiple of 32 keys (whole vectors and cache
-  // lines on each side). Worker 1, with the recent keys, does more per row, and worker 0 waits
-  // more at the exchanges (n = 2048, rho = 0.99: 1.9 ms against 0.9 of a 12.8 ms call); a
-  // split at 0.55 or 0.6 of the row, or 64 or 128 keys above half, moved the waiting to
-  // worker 1 without changing the call's time (A/B 0.997-1.011, AMD EPYC VM, 2026-12-03).
+  // A team splits at about half the row (split_key). Worker 1, with the recent keys, does more
+  // per row, and worker 0 waits more at the exchanges (n = 2048, rho = 0.99: 1.9 ms against
+  // 0.9 of a 12.8 ms call); a split at 0.55 or 0.6 of the row, or 64 or 128 keys above half,
+  // moved the waiting to worker 1 without changing the call's time (A/B 0.997-1.011, AMD
+  // EPYC VM, 2026-12-03).
   if (me.tm) {
-    const std::int64_t h = std::min(l, ((l + 1) / 2 + 31) / 32 * 32);
+    const std::int64_t h = split_key(l);
     me.lo = me.t == 0 ? 0 : h;
     me.hi = me.t == 0 ? h : l;
   }
@@ -1259,6 +1274,18 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     nanc |= (v != v) ? 1 : 0;
     smax = v > smax ? v : smax;
     smin = v < smin ? v : smin;
+  }
+  // The next row's part for this worker, prefetched now: the scan above is the first read of
+  // a row, from memory once the scores outgrow the caches, and the solve that follows leaves
+  // the memory idle. (Issued here, before the exchange, rather than after it or a row
+  // further ahead: the same within the noise.) A/B against no prefetch, AMD EPYC VM,
+  // 2026-12-03, interleaved medians of 25 calls (an A/A pair 0.98-1.00 in the same runs):
+  // one head, float64, 0.93-0.97 at n = 1024-4096, 1.00 at 512 (its scores stay in cache);
+  // float32 at 2048 0.92; 8 heads 0.93 at 512 and 0.94-1.00 at 2048.
+  if (next != nullptr) {
+    const std::int64_t nl = l + 1, nh = split_key(nl);
+    const std::int64_t plo = me.tm && me.t == 1 ? nh : 0, phi = me.tm && me.t == 0 ? nh : nl;
+    prefetch_lines(next + plo, (phi - plo) * std::int64_t(sizeof(T)));
   }
   if (me.tm) {
     const double mine[3] = {double(smax), double(smin), double(nanc)};
@@ -1305,7 +1332,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     if (me.t == 1) return st;
     Member alone;
     return solve_row<T>(l, srow, col, lcol, out, kappa, omr, tol, max_iter, w, alone,
-                        stream_out);
+                        stream_out);  // (the next row was prefetched above)
   }
   for (std::int64_t j = 0; m < l && j < l; ++j) {
     const T v = srow[j] - smax;  // -inf for masked keys and overflowing differences
@@ -1509,7 +1536,8 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     const bool shared = team && l >= kSplitRow;
     if (!shared && !lead) continue;  // worker 1 waits for the next shared row's exchange
     RowStats st = solve_row<T>(l, sb + i * n, col, lcol, ob + i * n, kappa, omr, tol, max_iter,
-                               w, shared ? me : alone, stream_out);
+                               w, shared ? me : alone, stream_out,
+                               i + 1 < n ? sb + (i + 1) * n : nullptr);
     // the upper triangle: halved between the workers of a shared row (one worker filling it
     // all left the other waiting at the exchanges), else by whoever solved the row; a team's
     // short rows at the hand-over (above)
