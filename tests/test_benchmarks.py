@@ -80,6 +80,43 @@ def test_operator_benchmark_rows_at_tiny_size():
     assert all(r["ratio_to_softmax"] > 0 for r in rows)
 
 
+def test_each_shape_and_dtype_warms_its_softmax_before_its_first_timed_row(monkeypatch):
+    """Eight untimed masked softmaxes of the group's own tensor before its first operator call.
+
+    (The first timed softmax of a shape ran at half speed after other shapes' rows, which
+    flattered that row's ratio; the size-level warm-up uses another shape, (max heads, n, n)
+    in float64, so it does not count here.)
+    """
+    torch = pytest.importorskip("torch")
+    import benchmarks.operators as bench
+    import proofs_check.operators as ops
+
+    log = []
+    real_sm, real_op = bench._masked_softmax_fn, ops.causal_ot_attention
+
+    def counting_sm(s, mask):
+        f = real_sm(s, mask)
+        return lambda: (log.append(("sm", tuple(s.shape), s.dtype)), f())[1]
+
+    def counting_op(s, rho, **kw):
+        log.append(("op", tuple(s.shape), s.dtype))
+        return real_op(s, rho, **kw)
+
+    monkeypatch.setattr(bench, "_masked_softmax_fn", counting_sm)
+    monkeypatch.setattr(ops, "causal_ot_attention", counting_op)
+    bench.dense_rows([24], [0.3, 0.9], [torch.float64, torch.float32], ["newton"],
+                     heads=(1, 2), repeats=1)
+    groups = [(1, torch.float64), (1, torch.float32), (2, torch.float64), (2, torch.float32)]
+    for h, dtype in groups:
+        first = next(i for i, e in enumerate(log) if e == ("op", (h, 24, 24), dtype))
+        run = 0  # softmaxes of this shape and dtype right before the group's first call
+        for e in reversed(log[:first]):
+            if e != ("sm", (h, 24, 24), dtype):
+                break
+            run += 1
+        assert run >= 8 + 1, (h, dtype, run)  # the group's warm-up, then the row's first
+
+
 def test_operator_rows_say_how_many_rows_the_team_shared(monkeypatch):
     torch = pytest.importorskip("torch")
     from benchmarks.operators import dense_rows
