@@ -21,7 +21,8 @@ unstable (bimodal) and flattering, so both sides now run with a fixed threshold 
 no trimming: each is timed as the arithmetic and memory traffic it does, not its page faults.
 Newton rows also record ``team_rows``: in one more, untimed call, the rows the kernel's team of
 two shared (one head on two or more threads: ``n - 255`` if it held, fewer if it dissolved).
-Forward plus backward: the same ratio for ``(w * g).sum().backward()`` at ``n = 2048``, 8 heads.
+Forward plus backward: the same ratio for ``(w * g).sum().backward()`` at ``n = 2048``, 8 heads
+(after three untimed rounds of both).
 Other methods (``sinkhorn``, ``anderson``: Lemma 2.2 sweeps) at ``n = 512`` for comparison.
 
 Streaming part: the constant-score operator's rows up to ``n = 65536`` in a child process
@@ -171,16 +172,23 @@ def backward_rows(n: int, heads: int, rhos, dtype_name: str = "float64",
     upstream = torch.randn(heads, n, n, generator=gen, dtype=dtype)
     mask = torch.ones(n, n, dtype=torch.bool).triu(1)
     out = []
+
+    def sm_fb():
+        s = base.clone().requires_grad_(True)
+        (torch.softmax(s.masked_fill(mask, float("-inf")), -1) * upstream).sum().backward()
+
+    def ot_fb(rho):
+        s = base.clone().requires_grad_(True)
+        (causal_ot_attention(s, rho).weights * upstream).sum().backward()
+
+    # untimed, as in dense_rows: run after the dense rows, the first row's softmax forward
+    # plus backward took 517-597 ms against 132-151 ms in the next rows (2026-12-03, AMD VM;
+    # run alone, 152 ms), which made its ratio 0.28x
+    for _ in range(3):
+        sm_fb()
+        ot_fb(rhos[0])
     for rho in rhos:
-        def sm_fb():
-            s = base.clone().requires_grad_(True)
-            (torch.softmax(s.masked_fill(mask, float("-inf")), -1) * upstream).sum().backward()
-
-        def ot_fb(rho=rho):
-            s = base.clone().requires_grad_(True)
-            (causal_ot_attention(s, rho).weights * upstream).sum().backward()
-
-        sm, wall = _median_interleaved([sm_fb, ot_fb], repeats)
+        sm, wall = _median_interleaved([sm_fb, lambda rho=rho: ot_fb(rho)], repeats)
         row = {"n": n, "heads": heads, "dtype": dtype_name, "rho": rho,
                "method": "newton fwd+bwd", "wall_s": wall, "softmax_s": sm,
                "ratio_to_softmax": wall / sm, "threads": torch.get_num_threads(),
