@@ -9,7 +9,8 @@ CPU) at ``n in {512, 1024, 2048}`` (1 and 8 heads) and ``4096`` (1 head),
 (tol ``1e-10``) and float32 (tol ``1e-5``), i.i.d. N(0, 1) scores; the ratio is the median of
 5 calls over the median of 5 masked softmaxes (``torch.softmax(s.masked_fill(upper, -inf))``)
 of the same shape and dtype, timed interleaved in the same process after three warm-up calls
-each, and after eight untimed masked softmaxes of each shape and dtype.
+each, and after eight untimed masked softmaxes of each shape and dtype and three untimed
+rounds of both.
 
 The allocator is held warm (:func:`warm_allocator`): with glibc's default, dynamic mmap
 threshold a freshly allocated output of a few MB is sometimes served by ``mmap`` and pays a
@@ -122,13 +123,20 @@ def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
             base = torch.randn(h, n, n, generator=g, dtype=torch.float64)
             for dtype in dtypes:
                 s = base.to(dtype)
-                # untimed, again for each shape and dtype: after the rows of another shape
-                # the first timed softmax of this one still ran at half speed now and then
-                # (2026-12-03, AMD VM: 6.4 ms against 2.7-3.8 ms for the same softmax in the
-                # next two rows at n = 512, 8 heads; 41 ms against 21 ms at n = 4096), which
-                # made the first row's ratio look up to 2x better than it is
+                # untimed, again for each shape and dtype, softmaxes and then both sides in
+                # turn: after the rows of another shape the first row's softmax ran slower
+                # now and then (2026-12-03, AMD VM: 6.4 ms against 2.7-3.8 ms in the next
+                # rows at n = 512, 8 heads; 41 ms against 21 ms at n = 4096), its ratio then
+                # up to 2x too good; with the softmaxes alone, 52 ms against 41-44 ms at
+                # n = 2048, 8 heads (and the operator's 65 ms against 55 ms)
                 for _ in range(8):
                     _masked_softmax_fn(s, mask)()
+                for _ in range(3):
+                    _masked_softmax_fn(s, mask)()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        causal_ot_attention(s, rhos[0], method=methods[0], max_iter=sinkhorn_cap
+                                            if methods[0] in ("sinkhorn", "anderson") else None)
                 for rho in rhos:
                     for method in methods:
                         cap = sinkhorn_cap if method in ("sinkhorn", "anderson") else None
