@@ -114,7 +114,8 @@ def test_each_shape_and_dtype_warms_its_softmax_before_its_first_timed_row(monke
             if e != ("sm", (h, 24, 24), dtype):
                 break
             run += 1
-        assert run >= 8 + 1, (h, dtype, run)  # the group's warm-up, then the row's first
+        # the group's eight softmaxes, then the first of its three untimed rounds of both
+        assert run >= 8 + 1, (h, dtype, run)
 
 
 def test_operator_rows_say_how_many_rows_the_team_shared(monkeypatch):
