@@ -883,7 +883,14 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   if (qmax > -inf) {
     // (the cut lowered at large kappa, 0.15/sqrt(kappa): at rho = 0.99 a key just below 0.05
     // still moved by more than 1/8 in the first joint step once zeta had dropped; measured
-    // -6% there at 0.015, no change at rho <= 0.9, where it stays 0.05)
+    // -6% there at 0.015, no change at rho <= 0.9, where it stays 0.05). The cut is taken at
+    // the start's zeta, which the near solve then lowers (on average by 2.2-2.4 at rho = 0.99,
+    // 0.75-0.9 at 0.9, 0.03 at 0.3; n = 512 and 2048, score std 1): at rho = 0.99 it holds
+    // 11-14 keys where 50-62 pass the cut at the final zeta. Gathering those after the near
+    // solve when zeta dropped by more than 0.5 (or 1), and solving them with the others, cut
+    // the row's joint steps (the largest per call from 4-5 to 2-3) but cost more than it
+    // saved: A/B 1.03-1.25 at rho >= 0.9, n = 512 and 2048, one thread (AMD EPYC VM,
+    // 2026-12-03; interleaved medians of 21 calls).
     const T near_frac = std::min(T(0.05), T(0.15) / std::sqrt(kappa));
     const T near_cut = zeta + std::log(near_frac / (T(1) + kappa));
     const std::int64_t nn_own = gather_if(lo, hi, w.near.data(), [&](std::int64_t j) {
