@@ -9,6 +9,7 @@ differences, huge shifts, unreachable tolerances, meta tensors) and the no-compi
 from __future__ import annotations
 
 import math
+import os
 import sys
 import warnings
 
@@ -429,6 +430,31 @@ def test_one_head_team_outlasts_one_slow_window(two_threads, monkeypatch):
     team, st = ext.forward(s, 0.9, 1e-12, 100)
     assert int(st[0, 5]) >= 128 and st[0, 2] == 1
     assert (team - alone).abs().max().item() <= 1e-11
+
+
+@needs_openmp_build
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
+def test_one_head_on_one_cpu_forms_no_team_and_matches_one_thread(two_threads, monkeypatch):
+    # two torch threads but one CPU (a process confined to one core): a team there only takes
+    # turns at every exchange (1.6 s a call at n = 2048, where the softmax took 36-51 ms, before
+    # the kernel read the affinity mask); it must solve alone, by the one-thread path
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")  # a formed team would stay formed
+    ext = compiled.load_extension()
+    s = rand_scores(1, 300, 300, seed=70)
+    cpus = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(cpus)})
+        confined, st = ext.forward(s, 0.9, 1e-10, 100)
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert int(st[0, 5]) == 0
+    torch.set_num_threads(1)
+    alone, _ = ext.forward(s, 0.9, 1e-10, 100)
+    assert torch.equal(confined, alone)  # the same serial code on the same data: bit for bit
+    if len(cpus) >= 2:  # the control: the same call on two CPUs does form the team
+        torch.set_num_threads(2)
+        _, st_free = ext.forward(s, 0.9, 1e-10, 100)
+        assert int(st_free[0, 5]) == 300 - 255
 
 
 def test_one_head_two_threads_refuses_an_invalid_split_row(two_threads):

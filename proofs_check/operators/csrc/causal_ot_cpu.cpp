@@ -38,6 +38,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 namespace {
 
 template <typename T> struct Bits;
@@ -300,6 +304,17 @@ inline void cpu_relax() {
 #endif
 }
 
+// Spins (cpu_relax) before a waiting worker yields its core. 2^10 pauses are ~27 us on an AMD
+// EPYC (Zen 5) VM, several rows' work, and a healthy team's waits are far shorter, so it
+// rarely yields; 2^16 (1.7-1.8 ms there, as before) made every exchange cost that whenever
+// both workers shared one core (the scheduler's choice on a loaded machine; a process
+// confined to one CPU no longer forms a team, see usable_cpus): one head at n = 2048,
+// rho = 0.99, a team forced onto one core by `taskset -c 0` took 1.64-1.67 s a call (until it
+// dissolved after its first two windows, 128 rows), 57-61 ms with 2^10; the softmax 34-51 ms.
+// On two free cores: A/B 0.998-1.020 against 2^16 (A/A 0.985-1.032) at n = 512-2048
+// (2026-12-03).
+constexpr std::int64_t kSpinsBeforeYield = std::int64_t(1) << 10;
+
 // One worker's view: its team (nullptr: alone, the serial solver), its index, its key range
 // of the current row, and how many barriers it has passed.
 struct Member {
@@ -332,8 +347,8 @@ inline void exchange(Member& me, const double* mine, int k, double* other) {
   std::chrono::steady_clock::time_point since{};
   while (their.count.load(std::memory_order_acquire) < me.count) {
     cpu_relax();
-    if (++spins < (1 << 16)) continue;
-    std::this_thread::yield();  // an oversubscribed machine
+    if (++spins < kSpinsBeforeYield) continue;
+    std::this_thread::yield();  // an oversubscribed machine (see kSpinsBeforeYield)
     // the workers take the same decisions from the same numbers, so they never lose step;
     // were that ever broken, an error (raised to Python by at::parallel_for), not a hang
     if ((spins & 1023) == 0) {
@@ -1596,6 +1611,20 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
   }
 }
 
+// CPUs this thread may run on (Linux: its affinity mask; elsewhere not known: 2). A team on
+// one CPU, as in a process confined to one core with two torch threads, only takes turns:
+// one head at n = 512, rho = 0.99, under `taskset -c 0` took 27-29 ms a call in a team until
+// it dissolved (128 rows; 1.56-1.58 s with the former 2^16 spins before a yield), and
+// 1.7-2.9 ms alone, with the softmax at 1.4-3.0 ms (AMD EPYC VM, 2026-12-03).
+inline int usable_cpus() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+#endif
+  return 2;
+}
+
 template <typename T>
 void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& stats, double rho,
                   double tol, std::int64_t max_iter) {
@@ -1608,7 +1637,8 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
   const T kappa = T(rho / (1.0 - rho));
   const T omr = T(1.0 - rho);
   const bool so = stream_output(B * n * n * std::int64_t(sizeof(T)));
-  if (B == 1 && n >= kSplitRow && at::get_num_threads() >= 2 && !at::in_parallel_region()) {
+  if (B == 1 && n >= kSplitRow && at::get_num_threads() >= 2 && !at::in_parallel_region() &&
+      usable_cpus() >= 2) {
     // one slice and two threads: a team of two on its rows (a slice per thread would leave
     // one idle). If only one thread shows up (a busy pool), worker 0 goes alone.
     Team team;
@@ -1635,9 +1665,12 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
         if (!team.state.compare_exchange_strong(expect, 1)) return;  // worker 0 went alone
       } else {
         const auto t0 = std::chrono::steady_clock::now();
+        std::int64_t spins = 0;
         while (team.state.load(std::memory_order_acquire) == 0 &&
-               std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20))
-          cpu_relax();
+               std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20)) {
+          cpu_relax();  // (yielding, as at the exchanges: worker 1 may need this core)
+          if (++spins >= kSpinsBeforeYield) std::this_thread::yield();
+        }
         if (team.state.compare_exchange_strong(expect, 2)) {  // nobody came: alone
           solve_slice<T>(n, sp, op, col.data(), lcol.data(), kappa, omr, tol, max_iter, w0, me,
                          stp, so);
