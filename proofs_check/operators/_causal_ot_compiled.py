@@ -34,8 +34,9 @@ two workers: each row of length >= 256 split in two key ranges, the row's sums (
 barrier, and every scalar decision taken identically by both from the same numbers. The
 result differs from the one-thread solve only by the order of the summations (rounding).
 Every 64 shared rows the team checks its own waiting and dissolves (worker 0 goes on alone)
-when that does not pay, as on cores time-shared with other work. Without OpenMP (a serial
-build) everything runs on one thread.
+when that does not pay, as on cores time-shared with other work. A thread allowed on one CPU
+only (its affinity mask, on Linux) forms no team: there the two workers could only take turns.
+Without OpenMP (a serial build) everything runs on one thread.
 
 Backward (exact, reverse row sweep). Differentiating row ``l``'s conditions with
 ``D_j = C'[l, j] = C[l-1, j] + a_j`` and ``p_j = a_j / g_j``, ``W = sum p``:
