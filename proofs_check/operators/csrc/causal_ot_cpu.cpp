@@ -10,7 +10,11 @@
 // threads is shared by a team of two workers, each row's keys split between them and the
 // row-level sums exchanged, see Team) by a joint Newton iteration on
 // (x, zeta) from a closed-form start, each iterate clamped to the per-key upper bound of its
-// root; a safeguarded nested iteration takes over if that has not converged.  The backward
+// root; a safeguarded nested iteration takes over if that has not converged.  Long rows are
+// solved without that iteration where they can be: the keys far from their column mass
+// have their root as a power series in one variable, so zeta and the few near keys are
+// solved first, by a small Newton iteration, and every weight is then written in one pass
+// (the series solve in solve_compact).  The backward
 // differentiates each row's optimality conditions and sweeps the rows in reverse.
 // See proofs_check/operators/_causal_ot_compiled.py for the derivations and the Python side.
 //
@@ -224,6 +228,7 @@ struct RowStats {
   bool fallback = false;
   int bad = 0;         // invalid row: 1 NaN score, 2 +inf score, 3 every key masked
   std::int64_t split_h = -1;  // a team's row normalised by both: its split key (-1: by one)
+  bool series = false;  // solved by the series solve (solve_compact)
 };
 
 constexpr std::int64_t kMaxNear = 128;  // near keys solved inside the start (see below)
@@ -256,7 +261,8 @@ struct Work {
   std::vector<T> block;
   Arr<T> s, c, lc, q, x, r, gi, a, ld, o;
   std::vector<T> ns, nc, nlc, nx, nr, ngi, na, nld;
-  std::vector<std::int64_t> idx, fresh, near, exc, fresh_m, near_m;
+  std::vector<T> keep;  // the near solve's state, kept while the series solve runs
+  std::vector<std::int64_t> idx, fresh, near, exc, fresh_m, near_m, nearb, nearb_m, near_all;
   void resize(std::int64_t m) {
     constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));   // elements per cache line
     const std::int64_t stride = (m + 63) / 64 * 64 + 3 * line;      // + 192 bytes per array
@@ -275,6 +281,10 @@ struct Work {
     exc.resize(m);
     fresh_m.resize(m);
     near_m.resize(m);
+    nearb.resize(m);
+    nearb_m.resize(m);
+    near_all.resize(kMaxNear);
+    keep.resize(5 * kMaxNear);
   }
 };
 
@@ -284,12 +294,13 @@ struct Work {
 // same order), so they take the same decisions without further messages.
 // A worker's values and its arrival count share one cache line, its mailbox (one per barrier
 // parity, so that a worker one barrier ahead never overwrites values not yet read): the line
-// crosses to the other core once per exchange, not twice.
+// crosses to the other core once per exchange, not twice (an exchange of up to 7 values; the
+// series solve's moments, 17 values, take three lines, once a row).
 struct alignas(64) Mailbox {
   std::atomic<std::int64_t> count{0};  // the last barrier published here
-  double v[7] = {};
+  double v[20] = {};
 };
-constexpr int kMailboxValues = 7;
+constexpr int kMailboxValues = 20;
 struct Team {
   Mailbox box[2][2];  // [barrier parity][worker]
   alignas(64) std::atomic<int> state{0};  // 0 forming, 1 both in, 2 worker 0 went alone
@@ -792,6 +803,11 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr
   T* __restrict ld = w.ld.data();
   const T scale = std::exp(qmax - zeta);
   const T ulim = T(kStartLimit[LEVEL]);
+  // E_j = 0 (underflowed in the P loop: E_j < e^{-under}) means a_j < e^{-40} only while the
+  // scale is below e^{under - 40}; beyond, such keys are evaluated fresh (measured: a float32
+  // row at rho = 0.9, score std 100, qmax - zeta = 80, kept a key of weight 4.4e-5 at 0 through
+  // the polynomial passes, which never refresh a_j = 0)
+  const bool e_ok = qmax - zeta <= Lim<T>::under - T(40);
   T sum_a = 0, sum_p = 0, sum_pr = 0;
   T n_exc = 0;  // a T, not an int: mixed lane widths kept this loop from vectorising
 #pragma omp simd reduction(+ : sum_a, sum_p, sum_pr, n_exc)
@@ -802,7 +818,7 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr
     x[j] = xj;
     const T an0 = a[j] * scale;
     const T u = an0 / std::max(c[j], Lim<T>::tiny);  // (a selected divisor: not vectorised)
-    const bool plain = old & (xq <= xs) & (an0 >= T(0)) & (u <= ulim);
+    const bool plain = old & (xq <= xs) & (an0 >= T(0)) & (u <= ulim) & ((an0 > T(0)) | e_ok);
     const T uu = plain ? u : T(0);
     const T an = plain ? an0 : T(0);
     const T ldn = lc[j] + log1p_small<T, LEVEL>(uu);
@@ -842,6 +858,164 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr
   }
   return {double(sum_a), double(sum_p), double(sum_pr), 0.0, 0.0};
 }
+
+// The far keys' series (the series solve in solve_compact). The root u(w) of u (1 + u)^kappa
+// = w is, by Lagrange inversion, sum_k c_k w^k with c_k = (-1)^{k-1} / k! prod_{i=0}^{k-2}
+// (k kappa + i), and log1p(u(w)) = sum_k d_k w^k with d_k = (-1)^{k-1} / k! prod_{i=1}^{k-1}
+// (k kappa + i). Both in v = (1 + kappa) w, whose coefficients stay bounded for every kappa
+// (c_k and d_k grow like (1 + kappa)^k): u = w sum_k c[k] v^{k-1}, c[k] = c_k / (1 + kappa)^{k-1}
+// (d alike). They converge for v < (1+kappa) kappa^kappa / (1+kappa)^{1+kappa} (the branch
+// point of the inverse, at u = -1/(1+kappa)), at least 1/e; at v <= kSeriesMax = 0.05 the
+// 16 terms leave less than 2^-50 relative (checked against mpmath's root at rho 0.3, 0.9,
+// 0.99: 13-16 terms needed for 2^-50; the terms shrink by about e v each).
+constexpr int kSeriesTerms = 16;
+struct SeriesCoef {
+  double kappa = -1.0;
+  double c[kSeriesTerms + 2] = {};  // c[k] for k = 1..kSeriesTerms + 1, as above
+  double d[kSeriesTerms + 2] = {};
+};
+inline const SeriesCoef& series_coef(double kappa) {
+  static thread_local SeriesCoef sc;
+  if (sc.kappa != kappa) {
+    for (int k = 1; k <= kSeriesTerms + 1; ++k) {
+      double p = 1.0;
+      for (int i = 0; i <= k - 2; ++i) p *= (k * kappa + i) / ((i + 2) * (1.0 + kappa));
+      sc.c[k] = (k % 2 ? 1.0 : -1.0) * p;
+      double pd = 1.0 / k;
+      for (int i = 1; i <= k - 1; ++i) pd *= (k * kappa + i) / (i * (1.0 + kappa));
+      sc.d[k] = (k % 2 ? 1.0 : -1.0) * pd;
+    }
+    sc.kappa = kappa;
+  }
+  return sc;
+}
+
+// sum_{i<16} e[i] w^i by Estrin's scheme (w2 = w^2, w4, w8): 7 dependent operations, not 16
+template <typename T>
+__attribute__((always_inline)) inline T estrin16(const T* e, T w, T w2, T w4, T w8) {
+  const T q0 = e[0] + e[1] * w, q1 = e[2] + e[3] * w, q2 = e[4] + e[5] * w, q3 = e[6] + e[7] * w;
+  const T q4 = e[8] + e[9] * w, q5 = e[10] + e[11] * w, q6 = e[12] + e[13] * w;
+  const T q7 = e[14] + e[15] * w;
+  const T r0 = q0 + q1 * w2, r1 = q2 + q3 * w2, r2 = q4 + q5 * w2, r3 = q6 + q7 * w2;
+  return (r0 + r1 * w4) + (r2 + r3 * w4) * w8;
+}
+
+// Whether rows take the series solve: PROOFS_CHECK_SERIES=0 never (tests compare the two),
+// read once per call (read_series_env) and by every row from here.
+std::atomic<bool> g_series_on{true};
+inline void read_series_env() {
+  const char* v = std::getenv("PROOFS_CHECK_SERIES");
+  g_series_on.store(!(v && *v == '0'), std::memory_order_relaxed);
+}
+inline bool series_on() { return g_series_on.load(std::memory_order_relaxed); }
+
+// The row's weights once its zeta and near keys are solved (the series solve in solve_compact):
+// a far key's from the series, a_j = C_j u(w_j), log D_j = log C_j + log1p(u(w_j)) (its own
+// series, SeriesCoef::d), w_j = e^{q_j - zeta} / C_j = E_j e^{qmax_own - zeta} / C_j; a near
+// key's from the near solve; a fresh key's (C_j = 0) exact, x_j = (1-rho)(s_j - zeta).
+// Returns sum_j a_j over this worker's keys.
+template <typename T>
+T final_series(std::int64_t lo, std::int64_t hi, std::int64_t nf_own, Work<T>& w, T kappa, T omr,
+               T zeta, T qmax, const NearKeys<T>& nr, const SeriesCoef& sc) {
+  const T opk = T(1) + kappa;
+  const T* __restrict s = w.s.data();
+  const T* __restrict c = w.c.data();
+  const T* __restrict lc = w.lc.data();
+  T* __restrict a = w.a.data();
+  T* __restrict ld = w.ld.data();
+  const T scale = std::exp(qmax - zeta);
+  T cf[kSeriesTerms], df[kSeriesTerms];
+  for (int k = 1; k <= kSeriesTerms; ++k) {
+    cf[k - 1] = T(sc.c[k]);
+    df[k - 1] = T(sc.d[k]);
+  }
+  T sum_a = 0;
+#pragma omp simd reduction(+ : sum_a)
+  for (std::int64_t j = lo; j < hi; ++j) {
+    const T b = a[j] * scale;
+    const bool plain = (c[j] > 0) & (b >= T(0));
+    const T wj = plain ? b / std::max(c[j], Lim<T>::tiny) : T(0);
+    const T vj = opk * wj, v2 = vj * vj, v4 = v2 * v2, v8 = v4 * v4;
+    const T u = wj * estrin16<T>(cf, vj, v2, v4, v8);
+    const T L = wj * estrin16<T>(df, vj, v2, v4, v8);
+    const T an = plain ? c[j] * u : T(0);
+    a[j] = an;
+    ld[j] = lc[j] + L;
+    sum_a += an;
+  }
+  for (std::int64_t k = 0; k < nf_own; ++k) {  // fresh keys
+    const std::int64_t j = w.fresh[k];
+    const T xf = omr * (s[j] - zeta);
+    a[j] = fexp(xf);
+    ld[j] = xf;
+    sum_a += a[j];
+  }
+  for (std::int64_t k = 0; k < nr.nk; ++k) {  // near keys
+    const std::int64_t j = nr.near[k];
+    if (j < lo || j >= hi) continue;
+    a[j] = nr.a[k];
+    ld[j] = nr.ld[k];
+    sum_a += nr.a[k];
+  }
+  return sum_a;
+}
+
+// One joint Newton step on the near keys (solve_compact's near solves): each key's x moved
+// by the step dz in zeta, -(r_k + dz) / g_k, clamped to the upper bound of its root at the
+// new zeta nz, then a_k, log D_k, r_k and 1/g_k evaluated there; returns sum a, sum p, sum p r
+// (p = a / g) and the largest move of x, over the first n_pad lanes of w's near arrays.
+template <typename T>
+struct NearSums {
+  T sa, sp, spr, mdx;
+};
+template <typename T>
+inline NearSums<T> near_pass(Work<T>& w, std::int64_t n_pad, T kappa, T omr, T nz, T dz) {
+  const T* __restrict ns = w.ns.data();
+  const T* __restrict nc = w.nc.data();
+  const T* __restrict nlc = w.nlc.data();
+  T* __restrict nx = w.nx.data();
+  T* __restrict na = w.na.data();
+  T* __restrict nld = w.nld.data();
+  T* __restrict nr = w.nr.data();
+  T* __restrict ngi = w.ngi.data();
+  T sa = 0, sp = 0, spr = 0, mdx = 0;
+#pragma omp simd reduction(+ : sa, sp, spr) reduction(max : mdx)
+  for (std::int64_t k = 0; k < n_pad; ++k) {
+    const T tk = ns[k] - nz;
+    const T ub = std::min(tk - kappa * nlc[k], omr * tk);
+    const T xo = nx[k];
+    const T xn = std::min(xo - (nr[k] + dz) * ngi[k], ub);
+    const T a = fexp_lat(xn);
+    const T d = nc[k] + a;
+    const T ldk = flog_lat(std::max(d, Lim<T>::tiny));
+    const T rk = xn + kappa * ldk - tk;
+    const T g_inv = d / (d + kappa * a);
+    const T pk = a * g_inv;
+    nx[k] = xn;
+    na[k] = a;
+    nld[k] = ldk;
+    nr[k] = rk;
+    ngi[k] = g_inv;
+    sa += a;
+    sp += pk;
+    spr += pk * rk;
+    mdx = std::max(mdx, std::abs(xn - xo));
+  }
+  return NearSums<T>{sa, sp, spr, mdx};
+}
+
+// Rows from this many keys on take the series solve (solve_compact): alone from 256, in a team
+// from 640, where its second near solve runs on both workers while the passes it saves were
+// halved. Measured (AMD EPYC VM, 2026-12-03, A/B against the joint loop alone, interleaved
+// medians of 15-21 calls): 8 heads float64 at n = 512 (alone), from 384 / 256 / 128: 0.959 /
+// 0.935 / 0.945 at rho 0.99, 0.979 / 0.985 / 0.995 at 0.3; one head at n = 512 (a team from
+// row 256) from 384: 1.03 (rho 0.99), 1.06 (0.3); one head at 1024, rho 0.99, from 384 / 640 /
+// 1024: 0.972 / 0.950 / 1.013; at 2048: 0.847 / 0.842 / 0.855.
+constexpr std::int64_t kSeriesMinRow = 256;
+constexpr std::int64_t kSeriesMinTeamRow = 640;
+// A key is far if (1 + kappa) w_j <= kSeriesCut at the first near solve's zeta, and the
+// series is used if (1 + kappa) w_j <= kSeriesMax holds for every far key at the final zeta.
+constexpr double kSeriesCut = 0.04, kSeriesMax = 0.05;
 
 // One row on its m live keys (compacted): scores s (shifted so max = 0, all > -under/omr),
 // column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
@@ -947,6 +1121,9 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   // n = 512, rho = 0.99.)
   T far_lr = inf;  // no closed-form start pass unless set below
   NearKeys<T> near_keys;  // the near keys solved below, if any
+  bool series = false;  // the row solved by the series solve (below)
+  int series_its = 0;
+  double series_bound = 0;
   if (qmax > -inf) {
     // (the cut lowered at large kappa, 0.15/sqrt(kappa): at rho = 0.99 a key just below 0.05
     // still moved by more than 1/8 in the first joint step once zeta had dropped; measured
@@ -1049,29 +1226,8 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
       T dz = 0;
       for (int it = 0; it < 30; ++it) {
         const T nz = zeta + dz;
-        T sa = 0, sp = 0, spr = 0, mdx = 0;
-#pragma omp simd reduction(+ : sa, sp, spr) reduction(max : mdx)
-        for (std::int64_t k = 0; k < nkp; ++k) {
-          const T tk = ns[k] - nz;
-          const T ub = std::min(tk - kappa * nlc[k], omr * tk);
-          const T xo = nx[k];
-          const T xn = std::min(xo - (nr[k] + dz) * ngi[k], ub);
-          const T a = fexp_lat(xn);
-          const T d = nc[k] + a;
-          const T ldk = flog_lat(std::max(d, Lim<T>::tiny));
-          const T rk = xn + kappa * ldk - tk;
-          const T g_inv = d / (d + kappa * a);
-          const T pk = a * g_inv;
-          nx[k] = xn;
-          na[k] = a;
-          nld[k] = ldk;
-          nr[k] = rk;
-          ngi[k] = g_inv;
-          sa += a;
-          sp += pk;
-          spr += pk * rk;
-          mdx = std::max(mdx, std::abs(xn - xo));
-        }
+        const NearSums<T> sums = near_pass<T>(w, nkp, kappa, omr, nz, dz);
+        const T sa = sums.sa, sp = sums.sp, spr = sums.spr, mdx = sums.mdx;
         zeta = nz;
         T far = (p_far > -inf) ? fexp_lat(p_far - zeta) : T(0), fr = 0;
         for (std::int64_t kf = 0; kf < nf; ++kf) fr += fexp_lat(omr * (sv(fresh[kf]) - zeta));
@@ -1090,6 +1246,146 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
       // the far keys start at the bound at the new zeta, the near keys from their iterates,
       // evaluated there at this zeta by the last pass of the loop above
       near_keys = NearKeys<T>{near, nk, nx, na, nld, nr, ngi};
+      // Series solve (long rows). The near solve's zeta z1 is close to the root, but the far
+      // keys sit at the closed form x_j = q_j - zeta, off their roots by kappa log(1 + u_j),
+      // which the joint loop below took 3-4 passes over every key to fix (at rho = 0.99, n =
+      // 2048: 2/3 of a row's time). A far key's root is known in closed form instead: with
+      // w_j = e^{q_j - zeta} / C_j, u_j = a_j / C_j is u(w_j), the root of u (1 + u)^kappa = w,
+      // a power series in v_j = (1 + kappa) w_j (SeriesCoef). So the far keys' mass at any
+      // zeta is sum_k beta_k nu_k y^k, nu_k = sum_far b_j v_j^{k-1} at z1 (b_j = C_j w_j,
+      // y = e^{z1 - zeta}): one pass for the moments nu_k, then the near solve again on the
+      // near keys and those that pass a second cut at z1 (v_j > kSeriesCut: 15-25 more a row at
+      // score std 1), with that far mass, to the row's stopping rule; then one pass writes
+      // every key's weight (final_series), and the row is solved. Taken only if the far keys
+      // still have v_j <= kSeriesMax at the final zeta; otherwise the joint loop from the
+      // first near solve's start, as without it.
+      if (m >= (me.tm ? kSeriesMinTeamRow : kSeriesMinRow) && series_on()) {
+        const SeriesCoef& sc = series_coef(double(kappa));
+        const T z1 = zeta;
+        const T cut_b = z1 + std::log(T(kSeriesCut) / (T(1) + kappa));
+        const std::int64_t nb_own = gather_if(lo, hi, w.nearb.data(), [&](std::int64_t j) {
+          return (c[j] > 0) & (ea[j] >= T(0)) & (q[j] - lc[j] > cut_b);
+        });
+        // the far keys' moments nu_k = sum b_j v_j^{k-1}, b_j = e^{q_j - z1} = E_j e^{qmax_own -
+        // z1}, v_j = (1 + kappa) b_j / C_j (powers by squaring: a chain of 4, not 15)
+        const T sc_own = qmax_own > -inf ? std::exp(qmax_own - z1) : T(0);
+        T m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0, m5 = 0, m6 = 0, m7 = 0;
+        T m8 = 0, m9 = 0, m10 = 0, m11 = 0, m12 = 0, m13 = 0, m14 = 0, m15 = 0;
+#pragma omp simd reduction(+ : m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m13, m14, m15)
+        for (std::int64_t j = lo; j < hi; ++j) {
+          const bool farj = (c[j] > 0) & (ea[j] >= T(0)) & !(q[j] - lc[j] > cut_b);
+          const T b = farj ? ea[j] * sc_own : T(0);
+          const T vj = (T(1) + kappa) * b / std::max(c[j], Lim<T>::tiny);
+          const T v2 = vj * vj, v4 = v2 * v2, v8 = v4 * v4;
+          const T p1 = b * vj, p2 = b * v2, p3 = p1 * v2;
+          const T p4 = b * v4, p5 = p1 * v4, p6 = p2 * v4, p7 = p3 * v4;
+          m0 += b; m1 += p1; m2 += p2; m3 += p3; m4 += p4; m5 += p5; m6 += p6; m7 += p7;
+          m8 += b * v8; m9 += p1 * v8; m10 += p2 * v8; m11 += p3 * v8;
+          m12 += p4 * v8; m13 += p5 * v8; m14 += p6 * v8; m15 += p7 * v8;
+        }
+        double mine[17] = {double(m0), double(m1), double(m2), double(m3), double(m4),
+                           double(m5), double(m6), double(m7), double(m8), double(m9),
+                           double(m10), double(m11), double(m12), double(m13), double(m14),
+                           double(m15), double(nb_own)};
+        double other[17] = {};
+        exchange(me, mine, 17, other);  // (and the new near keys' count)
+        const std::int64_t* nbl = nullptr;
+        const std::int64_t nb = merge_lists<T>(me, &Work<T>::nearb, nb_own, std::int64_t(other[16]),
+                                               w, &Work<T>::nearb_m, &nbl);
+        if (nk + nb <= kMaxNear) {
+          // gam[k] = c[k] nu_k: the far mass at zeta is sum_k gam[k] y^k, y = e^{z1 - zeta}, and
+          // its slope -d/dzeta sum_k k gam[k] y^k (both workers' sums: a + b = b + a exactly)
+          T gam[kSeriesTerms + 1];
+          for (int k = 1; k <= kSeriesTerms; ++k) gam[k] = T(sc.c[k] * (mine[k - 1] + other[k - 1]));
+          T* kp = w.keep.data();  // phase A's near keys, restored if the series solve fails
+          std::copy_n(nx, nk, kp);
+          std::copy_n(na, nk, kp + kMaxNear);
+          std::copy_n(nld, nk, kp + 2 * kMaxNear);
+          std::copy_n(nr, nk, kp + 3 * kMaxNear);
+          std::copy_n(ngi, nk, kp + 4 * kMaxNear);
+          std::int64_t* all = w.near_all.data();
+          std::copy_n(near, nk, all);
+          std::copy_n(nbl, nb, all + nk);
+          for (std::int64_t k = 0; k < nb; ++k) {
+            const std::int64_t j = nbl[k];
+            const bool mine_j = j >= lo && j < hi;
+            const Work<T>& wj = mine_j ? w : wo;
+            ns[nk + k] = wj.s[j];
+            nc[nk + k] = wj.c[j];
+            nlc[nk + k] = wj.lc[j];
+            nx[nk + k] = std::min(wj.q[j] - z1, omr * (wj.s[j] - z1));
+            nr[nk + k] = 0;
+            ngi[nk + k] = 0;
+            if (mine_j) ea[j] = T(-1);
+          }
+          const std::int64_t nt = nk + nb;
+          const std::int64_t ntp = (nt + kNearPad<T> - 1) / kNearPad<T> * kNearPad<T>;
+          for (std::int64_t k = nt; k < ntp; ++k) {
+            ns[k] = T(-1e30);
+            nc[k] = T(1);
+            nlc[k] = T(0);
+            nx[k] = T(-1e30);
+            nr[k] = 0;
+            ngi[k] = 0;
+          }
+          T dzb = 0;
+          double prev_b = inf;
+          bool conv = false;
+          double bound_b = inf;
+          int its_b = 0;
+          // the near solve's loop above on all near keys (the first ones from their iterates at
+          // z1, the new ones from their bound there) with the far mass from the series, to
+          // the joint loop's stopping rule (newton_error_bound <= tol / 10), in at most max_iter
+          // steps (the row's budget of Newton steps, as there)
+          const int b_max = int(std::min<std::int64_t>(max_iter, 20));
+          for (int it = 1; it <= b_max; ++it) {
+            const T nz = zeta + dzb;
+            const NearSums<T> sums = near_pass<T>(w, ntp, kappa, omr, nz, dzb);
+            const T sa = sums.sa, sp = sums.sp, spr = sums.spr, mdx = sums.mdx;
+            zeta = nz;
+            const T y = std::exp(z1 - zeta);
+            T fm = gam[kSeriesTerms], fd = kSeriesTerms * gam[kSeriesTerms];
+            for (int k = kSeriesTerms - 1; k >= 1; --k) {
+              fm = fm * y + gam[k];
+              fd = fd * y + T(k) * gam[k];
+            }
+            fm *= y;
+            fd *= y;
+            T fr = 0;
+            for (std::int64_t kf = 0; kf < nf; ++kf) fr += fexp_lat(omr * (sv(fresh[kf]) - zeta));
+            const double step = std::max(double(std::abs(dzb)), double(mdx));
+            its_b = it;
+            bound_b = it > 1 ? newton_error_bound(it - 1, step, prev_b) : step;
+            if (it > 1 && bound_b <= 0.1 * tol) {
+              conv = true;
+              break;
+            }
+            prev_b = it > 1 ? step : inf;
+            const T tot = fm + fr + sa;
+            dzb = (tot * flog_lat(std::max(tot, Lim<T>::tiny)) - spr) / (sp + fd + omr * fr);
+          }
+          far_lr = std::min(far_lr, cut_b);  // every far key: q_j - log C_j below both cuts
+          // The series holds at the final zeta if every far key's v_j = (1 + kappa) w_j, at
+          // most kSeriesCut at z1, is at most kSeriesMax there. And b_j = E_j e^{qmax_own -
+          // zeta}: a key whose E_j underflowed in the P loop has b_j < e^{-under} e^{qmax -
+          // zeta}, negligible only while qmax - zeta is not large (float32: under = 87; rows
+          // with keys of tiny C_j reach it).
+          series = conv && T(kSeriesCut) * std::exp(z1 - zeta) <= T(kSeriesMax) &&
+                   qmax - std::min(z1, zeta) <= Lim<T>::under - T(40);
+          if (series) {
+            near_keys = NearKeys<T>{all, nt, nx, na, nld, nr, ngi};
+            series_its = its_b;
+            series_bound = bound_b;
+          } else {  // phase A's start (the new near keys, marked, are evaluated fresh there)
+            zeta = z1;
+            std::copy_n(kp, nk, nx);
+            std::copy_n(kp + kMaxNear, nk, na);
+            std::copy_n(kp + 2 * kMaxNear, nk, nld);
+            std::copy_n(kp + 3 * kMaxNear, nk, nr);
+            std::copy_n(kp + 4 * kMaxNear, nk, ngi);
+          }
+        }
+      }
     }
   }
   const T floor_x = counted_floor<T>(T(tol));
@@ -1097,7 +1393,11 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   // the closed form (start_pass), else fresh exp/log
   PassSums ps;
   const T u_max = far_lr < inf ? std::exp(far_lr - zeta) : inf;
-  if (u_max <= T(kStartLimit[2])) {
+  if (series) {  // solved: the weights at the series root, the near keys' from the near solve
+    const SeriesCoef& sc = series_coef(double(kappa));
+    ps = PassSums{double(final_series<T>(lo, hi, nf_own, w, kappa, omr, zeta, qmax_own, near_keys, sc)),
+                  0.0, 0.0, 0.0, 0.0};
+  } else if (u_max <= T(kStartLimit[2])) {
     ps = start_pass<T, 2>(lo, hi, w, kappa, omr, zeta, qmax_own, near_keys);
   } else if (u_max <= T(kStartLimit[1])) {
     ps = start_pass<T, 1>(lo, hi, w, kappa, omr, zeta, qmax_own, near_keys);
@@ -1119,6 +1419,13 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
     p.mg = std::max(p.mg, other[6]);
   };
   combine(ps);
+  if (series) {
+    st.iters = series_its;
+    st.resid = series_bound;
+    st.ok = true;
+    st.series = true;
+    return T(ps.sum_a);
+  }
 
   // --- joint Newton on (x, zeta), every iterate clamped to the per-key upper bound of its
   // root, min(s_j - zeta - kappa log C_j, (1-rho)(s_j - zeta)); each pass applies one step
@@ -1569,7 +1876,7 @@ void zero_upper(T* ob, std::int64_t n, std::int64_t i, int half, bool stream) {
 }
 
 // Rows [0, n) of one (batch, head) slice: solve, zero the upper triangle (out is not
-// zero-initialised: one pass over n^2 less), and gather the slice's statistics into st6.
+// zero-initialised: one pass over n^2 less), and gather the slice's statistics into slice_stats (7 values).
 // Alone (me.tm == nullptr) every row; in a team, rows of length >= kSplitRow are shared and
 // the shorter ones are worker 0's; only worker 0 writes the statistics.
 // The team's zeros: while worker 0 solves the short rows alone, worker 1 (idle until the
@@ -1581,7 +1888,7 @@ void zero_upper(T* ob, std::int64_t n, std::int64_t i, int half, bool stream) {
 // hand-over, left worker 1 waiting at its first shared row until the 60 s lost-step error.)
 template <typename T>
 void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T omr, double tol,
-                 std::int64_t max_iter, Work<T>& w, Member& me, double* st6, bool stream_out) {
+                 std::int64_t max_iter, Work<T>& w, Member& me, double* slice_stats, bool stream_out) {
   struct FenceOnExit {  // whichever way this worker leaves (worker 1 has several exits)
     bool on;
     ~FenceOnExit() {
@@ -1589,7 +1896,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     }
   } fence{stream_out};
   const bool lead = me.tm == nullptr || me.t == 0;
-  double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0;
+  double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0, series_rows = 0;
   Member alone;
   bool team = me.tm != nullptr;
   auto window_start = std::chrono::steady_clock::now();
@@ -1673,14 +1980,16 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     mr = std::max(mr, st.resid);
     ok = (ok > 0 && st.ok) ? 1 : 0;
     fb += st.fallback ? 1 : 0;
+    series_rows += st.series ? 1 : 0;
   }
   if (lead) {
-    st6[0] = mi;
-    st6[1] = mr;
-    st6[2] = ok;
-    st6[3] = fb;
-    st6[4] = bad;
-    st6[5] = shared_rows;
+    slice_stats[0] = mi;
+    slice_stats[1] = mr;
+    slice_stats[2] = ok;
+    slice_stats[3] = fb;
+    slice_stats[4] = bad;
+    slice_stats[5] = shared_rows;
+    slice_stats[6] = series_rows;
   }
 }
 
@@ -1698,18 +2007,23 @@ inline int usable_cpus() {
   return 2;
 }
 
+// The forward's statistics, a row per slice (forward_impl).
+constexpr std::int64_t kStatCols = 7;
+
 template <typename T>
 void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& stats, double rho,
                   double tol, std::int64_t max_iter) {
   const std::int64_t B = s.size(0), n = s.size(1);
   const T* sp = s.data_ptr<T>();
   T* op = out.data_ptr<T>();
-  // (B, 6): max iters, max resid, all ok, fallbacks, first invalid-row code, rows the team
-  // of two solved together (0 unless one slice on two threads; see solve_slice)
+  // (B, 7): max iters, max resid, all ok, fallbacks, first invalid-row code, rows the team
+  // of two solved together (0 unless one slice on two threads; see solve_slice), rows solved
+  // by the series solve (solve_compact)
   double* stp = stats.data_ptr<double>();
   const T kappa = T(rho / (1.0 - rho));
   const T omr = T(1.0 - rho);
   const bool so = stream_output(B * n * n * std::int64_t(sizeof(T)));
+  read_series_env();
   if (B == 1 && n >= kSplitRow && at::get_num_threads() >= 2 && !at::in_parallel_region() &&
       usable_cpus() >= 2) {
     // one slice and two threads: a team of two on its rows (a slice per thread would leave
@@ -1772,13 +2086,13 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
       std::fill(lcol.begin(), lcol.end(), T(0));
       Member alone;
       solve_slice<T>(n, sp + b * n * n, op + b * n * n, col.data(), lcol.data(), kappa, omr, tol,
-                     max_iter, w, alone, stp + 6 * b, so);
+                     max_iter, w, alone, stp + kStatCols * b, so);
     }
   });
 }
 
 // Forward: s (B, n, n) contiguous float32/float64 (entries above the diagonal ignored, -inf
-// masked). Returns (weights (B, n, n), stats (B, 6) float64, see forward_impl).
+// masked). Returns (weights (B, n, n), stats (B, 7) float64, see forward_impl).
 std::vector<torch::Tensor> forward(torch::Tensor s, double rho, double tol, std::int64_t max_iter) {
   TORCH_CHECK(s.dim() == 3 && s.size(1) == s.size(2), "scores must be (B, n, n)");
   TORCH_CHECK(s.device().is_cpu(), "CPU tensors only");
@@ -1787,7 +2101,7 @@ std::vector<torch::Tensor> forward(torch::Tensor s, double rho, double tol, std:
   // (PROOFS_CHECK_POISON_OUT=1: NaN first, so that a test sees any entry left unwritten)
   const char* poison = std::getenv("PROOFS_CHECK_POISON_OUT");
   if (poison && *poison == '1') out.fill_(std::numeric_limits<double>::quiet_NaN());
-  auto stats = torch::zeros({s.size(0), 6}, s.options().dtype(torch::kFloat64));
+  auto stats = torch::zeros({s.size(0), kStatCols}, s.options().dtype(torch::kFloat64));
   if (s.scalar_type() == torch::kFloat64) {
     forward_impl<double>(s, out, stats, rho, tol, max_iter);
   } else {
@@ -1808,6 +2122,7 @@ std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, tor
   auto stats = torch::zeros({5}, srow.options().dtype(torch::kFloat64));
   double* stp = stats.data_ptr<double>();
   const double kappa = rho / (1.0 - rho), omr = 1.0 - rho;
+  read_series_env();
   RowStats st;
   if (srow.scalar_type() == torch::kFloat64) {
     thread_local Work<double> w;
