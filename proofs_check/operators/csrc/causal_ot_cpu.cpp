@@ -295,7 +295,7 @@ struct Work {
 // A worker's values and its arrival count share one cache line, its mailbox (one per barrier
 // parity, so that a worker one barrier ahead never overwrites values not yet read): the line
 // crosses to the other core once per exchange, not twice (an exchange of up to 7 values; the
-// series solve's moments, 17 values, take three lines, once a row).
+// series solve's moments, 17 values (9 in float32), take up to three lines, once a row).
 struct alignas(64) Mailbox {
   std::atomic<std::int64_t> count{0};  // the last barrier published here
   double v[20] = {};
@@ -725,22 +725,25 @@ PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T om
   return ps;
 }
 
-// Indices j in [lo, hi) with pred(j), in order, into out; returns their count. Blocks of 32 keys
-// are tested with a vectorised OR first and gathered only where one hits (hits are few per row).
+// Indices j in [lo, hi) with pred(j), in order, into out; returns their count. Each block of 32
+// keys is tested by one vectorised loop that sets bit i for key b + i, and the hits (few per
+// row) are read off the bits; the last, partial block key by key.
 template <typename Pred>
 std::int64_t gather_if(std::int64_t lo, std::int64_t hi, std::int64_t* __restrict out, Pred pred) {
   constexpr std::int64_t kBlock = 32;
-  std::int64_t n = 0;
-  for (std::int64_t b = lo; b < hi; b += kBlock) {
-    const std::int64_t e = std::min(hi, b + kBlock);
-    int any = 0;
-#pragma omp simd reduction(| : any)
-    for (std::int64_t j = b; j < e; ++j) any |= pred(j) ? 1 : 0;
-    if (!any) continue;
-    for (std::int64_t j = b; j < e; ++j) {  // branchless: write every index, advance on a hit
-      out[n] = j;
-      n += pred(j) ? 1 : 0;
+  std::int64_t n = 0, b = lo;
+  for (; b + kBlock <= hi; b += kBlock) {
+    std::uint32_t bits = 0;
+#pragma omp simd reduction(| : bits)
+    for (std::int64_t i = 0; i < kBlock; ++i) bits |= std::uint32_t(pred(b + i) ? 1 : 0) << i;
+    while (bits) {
+      out[n++] = b + __builtin_ctz(bits);
+      bits &= bits - 1;
     }
+  }
+  for (std::int64_t j = b; j < hi; ++j) {  // branchless: write every index, advance on a hit
+    out[n] = j;
+    n += pred(j) ? 1 : 0;
   }
   return n;
 }
@@ -867,17 +870,21 @@ PassSums start_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr
 // (d alike). They converge for v < (1+kappa) kappa^kappa / (1+kappa)^{1+kappa} (the branch
 // point of the inverse, at u = -1/(1+kappa)), at least 1/e; at v <= kSeriesMax = 0.05 the
 // 16 terms leave less than 2^-50 relative (checked against mpmath's root at rho 0.3, 0.9,
-// 0.99: 13-16 terms needed for 2^-50; the terms shrink by about e v each).
-constexpr int kSeriesTerms = 16;
+// 0.99: 13-16 terms needed for 2^-50; the terms shrink by about e v each). float32 takes 8:
+// at v = 0.05 they leave at most 4.4e-9 relative in u and log1p(u) (mpmath, rho 0.05 to
+// 0.999999; 2^-24 = 6e-8), and half the terms halve the two passes over the far keys.
+constexpr int kSeriesTermsMax = 16;
+template <typename T>
+constexpr int kSeriesTerms = sizeof(T) == 8 ? 16 : 8;
 struct SeriesCoef {
   double kappa = -1.0;
-  double c[kSeriesTerms + 2] = {};  // c[k] for k = 1..kSeriesTerms + 1, as above
-  double d[kSeriesTerms + 2] = {};
+  double c[kSeriesTermsMax + 2] = {};  // c[k] for k = 1..kSeriesTermsMax + 1, as above
+  double d[kSeriesTermsMax + 2] = {};
 };
 inline const SeriesCoef& series_coef(double kappa) {
   static thread_local SeriesCoef sc;
   if (sc.kappa != kappa) {
-    for (int k = 1; k <= kSeriesTerms + 1; ++k) {
+    for (int k = 1; k <= kSeriesTermsMax + 1; ++k) {
       double p = 1.0;
       for (int i = 0; i <= k - 2; ++i) p *= (k * kappa + i) / ((i + 2) * (1.0 + kappa));
       sc.c[k] = (k % 2 ? 1.0 : -1.0) * p;
@@ -898,6 +905,24 @@ __attribute__((always_inline)) inline T estrin16(const T* e, T w, T w2, T w4, T 
   const T q7 = e[14] + e[15] * w;
   const T r0 = q0 + q1 * w2, r1 = q2 + q3 * w2, r2 = q4 + q5 * w2, r3 = q6 + q7 * w2;
   return (r0 + r1 * w4) + (r2 + r3 * w4) * w8;
+}
+
+// sum_{i<8} e[i] w^i by Estrin's scheme
+template <typename T>
+__attribute__((always_inline)) inline T estrin8(const T* e, T w, T w2, T w4) {
+  const T q0 = e[0] + e[1] * w, q1 = e[2] + e[3] * w, q2 = e[4] + e[5] * w, q3 = e[6] + e[7] * w;
+  return (q0 + q1 * w2) + (q2 + q3 * w2) * w4;
+}
+
+// sum_{i < kSeriesTerms<T>} e[i] w^i (w2 = w^2, w4, w8; w8 unused in float32)
+template <typename T>
+__attribute__((always_inline)) inline T series_poly(const T* e, T w, T w2, T w4, T w8) {
+  if constexpr (kSeriesTerms<T> == 16) {
+    return estrin16<T>(e, w, w2, w4, w8);
+  } else {
+    static_assert(kSeriesTerms<T> == 8, "series_poly: 8 or 16 terms");
+    return estrin8<T>(e, w, w2, w4);
+  }
 }
 
 // Whether rows take the series solve: PROOFS_CHECK_SERIES=0 never (tests compare the two),
@@ -924,8 +949,9 @@ T final_series(std::int64_t lo, std::int64_t hi, std::int64_t nf_own, Work<T>& w
   T* __restrict a = w.a.data();
   T* __restrict ld = w.ld.data();
   const T scale = std::exp(qmax - zeta);
-  T cf[kSeriesTerms], df[kSeriesTerms];
-  for (int k = 1; k <= kSeriesTerms; ++k) {
+  constexpr int nt = kSeriesTerms<T>;
+  T cf[nt], df[nt];
+  for (int k = 1; k <= nt; ++k) {
     cf[k - 1] = T(sc.c[k]);
     df[k - 1] = T(sc.d[k]);
   }
@@ -936,8 +962,8 @@ T final_series(std::int64_t lo, std::int64_t hi, std::int64_t nf_own, Work<T>& w
     const bool plain = (c[j] > 0) & (b >= T(0));
     const T wj = plain ? b / std::max(c[j], Lim<T>::tiny) : T(0);
     const T vj = opk * wj, v2 = vj * vj, v4 = v2 * v2, v8 = v4 * v4;
-    const T u = wj * estrin16<T>(cf, vj, v2, v4, v8);
-    const T L = wj * estrin16<T>(df, vj, v2, v4, v8);
+    const T u = wj * series_poly<T>(cf, vj, v2, v4, v8);
+    const T L = wj * series_poly<T>(df, vj, v2, v4, v8);
     const T an = plain ? c[j] * u : T(0);
     a[j] = an;
     ld[j] = lc[j] + L;
@@ -1267,7 +1293,9 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
           return (c[j] > 0) & (ea[j] >= T(0)) & (q[j] - lc[j] > cut_b);
         });
         // the far keys' moments nu_k = sum b_j v_j^{k-1}, b_j = e^{q_j - z1} = E_j e^{qmax_own -
-        // z1}, v_j = (1 + kappa) b_j / C_j (powers by squaring: a chain of 4, not 15)
+        // z1}, v_j = (1 + kappa) b_j / C_j (powers by squaring: a chain of 4, not 15); k < 8 in
+        // float32 (kSeriesTerms)
+        constexpr int nst = kSeriesTerms<T>;
         const T sc_own = qmax_own > -inf ? std::exp(qmax_own - z1) : T(0);
         T m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0, m5 = 0, m6 = 0, m7 = 0;
         T m8 = 0, m9 = 0, m10 = 0, m11 = 0, m12 = 0, m13 = 0, m14 = 0, m15 = 0;
@@ -1280,23 +1308,26 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
           const T p1 = b * vj, p2 = b * v2, p3 = p1 * v2;
           const T p4 = b * v4, p5 = p1 * v4, p6 = p2 * v4, p7 = p3 * v4;
           m0 += b; m1 += p1; m2 += p2; m3 += p3; m4 += p4; m5 += p5; m6 += p6; m7 += p7;
-          m8 += b * v8; m9 += p1 * v8; m10 += p2 * v8; m11 += p3 * v8;
-          m12 += p4 * v8; m13 += p5 * v8; m14 += p6 * v8; m15 += p7 * v8;
+          if constexpr (nst == 16) {
+            m8 += b * v8; m9 += p1 * v8; m10 += p2 * v8; m11 += p3 * v8;
+            m12 += p4 * v8; m13 += p5 * v8; m14 += p6 * v8; m15 += p7 * v8;
+          }
         }
-        double mine[17] = {double(m0), double(m1), double(m2), double(m3), double(m4),
-                           double(m5), double(m6), double(m7), double(m8), double(m9),
-                           double(m10), double(m11), double(m12), double(m13), double(m14),
-                           double(m15), double(nb_own)};
-        double other[17] = {};
-        exchange(me, mine, 17, other);  // (and the new near keys' count)
+        double mine[kSeriesTermsMax + 1] = {double(m0), double(m1), double(m2), double(m3),
+                                            double(m4), double(m5), double(m6), double(m7),
+                                            double(m8), double(m9), double(m10), double(m11),
+                                            double(m12), double(m13), double(m14), double(m15)};
+        mine[nst] = double(nb_own);
+        double other[kSeriesTermsMax + 1] = {};
+        exchange(me, mine, nst + 1, other);  // (and the new near keys' count)
         const std::int64_t* nbl = nullptr;
-        const std::int64_t nb = merge_lists<T>(me, &Work<T>::nearb, nb_own, std::int64_t(other[16]),
+        const std::int64_t nb = merge_lists<T>(me, &Work<T>::nearb, nb_own, std::int64_t(other[nst]),
                                                w, &Work<T>::nearb_m, &nbl);
         if (nk + nb <= kMaxNear) {
           // gam[k] = c[k] nu_k: the far mass at zeta is sum_k gam[k] y^k, y = e^{z1 - zeta}, and
           // its slope -d/dzeta sum_k k gam[k] y^k (both workers' sums: a + b = b + a exactly)
-          T gam[kSeriesTerms + 1];
-          for (int k = 1; k <= kSeriesTerms; ++k) gam[k] = T(sc.c[k] * (mine[k - 1] + other[k - 1]));
+          T gam[nst + 1];
+          for (int k = 1; k <= nst; ++k) gam[k] = T(sc.c[k] * (mine[k - 1] + other[k - 1]));
           T* kp = w.keep.data();  // phase A's near keys, restored if the series solve fails
           std::copy_n(nx, nk, kp);
           std::copy_n(na, nk, kp + kMaxNear);
@@ -1344,8 +1375,8 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
             const T sa = sums.sa, sp = sums.sp, spr = sums.spr, mdx = sums.mdx;
             zeta = nz;
             const T y = std::exp(z1 - zeta);
-            T fm = gam[kSeriesTerms], fd = kSeriesTerms * gam[kSeriesTerms];
-            for (int k = kSeriesTerms - 1; k >= 1; --k) {
+            T fm = gam[nst], fd = nst * gam[nst];
+            for (int k = nst - 1; k >= 1; --k) {
               fm = fm * y + gam[k];
               fd = fd * y + T(k) * gam[k];
             }
