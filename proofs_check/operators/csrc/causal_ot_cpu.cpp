@@ -1268,6 +1268,14 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
         // and 2048, 1.00-1.06 in the first step only (AMD EPYC VM, 2026-12-03).
         const T tot = far + fr + sa;
         dz = (tot * flog_lat(std::max(tot, Lim<T>::tiny)) - spr) / (sp + far + omr * fr);
+        // The first step from the start's zeta, where the near keys sit at the upper bounds of
+        // their roots, overshoots when it is large and downward (the example above: 6.4 where
+        // 3.5 was needed): 0.7 of it when it falls by more than 1. Near evaluations per row at
+        // rho = 0.99 5.94 -> 5.00 (n = 512) and 6.06 -> 5.18 (2048), at 0.9 4.43 -> 4.07, at 0.3
+        // unchanged (2.99), joint steps unchanged; A/B one thread, n = 512: 0.973 at rho =
+        // 0.99 (twice), 0.985 at 0.9, 0.993 at 0.3 (A/A 0.993-1.018), 0.977 at n = 2048, rho =
+        // 0.99 (AMD EPYC VM, 2026-12-04; 0.5, 0.6 and 0.8, or from a fall of 0.5, no better).
+        if (it == 0 && dz < T(-1)) dz *= T(0.7);
       }
       // the far keys start at the bound at the new zeta, the near keys from their iterates,
       // evaluated there at this zeta by the last pass of the loop above
