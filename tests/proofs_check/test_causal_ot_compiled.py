@@ -638,18 +638,19 @@ def test_float32_keys_whose_start_weight_underflowed_still_get_their_weight(rho,
 
 @pytest.mark.parametrize("rho", [0.3, 0.9, 0.99])
 def test_float32_series_solve_is_as_accurate_as_its_joint_loop(rho, monkeypatch):
-    # float32 sums 8 series terms, not 16: at v <= 0.05 they leave at most 4.4e-9 relative in
-    # u and log1p(u) (mpmath, rho 0.05 to 0.999999), below float32's 2^-24 = 6e-8. So the
-    # series path must be as accurate, key by key, as float32's joint loop (the path it
-    # replaces), both against the float64 solve at tol 1e-13. Measured (2026-12-03): relative
+    # float32 sums 8 series terms, not 16: at v <= 0.05 they leave at most 4.4e-9 relative in u
+    # and log1p(u) (mpmath, rho 0.05 to 0.999999), below float32's 2^-24 = 6e-8. So the series
+    # path must be as accurate, key by key, as float32's joint loop (the path it replaces),
+    # both against the pure-torch float64 solver at tol 1e-13. Measured (2026-12-03): relative
     # errors over weights > 1e-6 of 2.6e-6 / 1.4e-5 / 2.8e-4 (rho 0.3 / 0.9 / 0.99; float32's
     # conditioning grows with kappa) for either path; the bound allows each path 1.5x the
     # other's plus 2 ulp of float32. Measured against mutations of the float32 series: without
     # its v^2 and v^3 terms the error grows to 3.6e-4 / 2.7e-3 / 3.2e-3 and this fails; without
-    # v^4 and v^5 (at most ~1e-5 relative, 170 ulp) it moves by 0 to 6e-6, inside float32's
-    # own rounding on these rows, and this cannot see it (the mpmath bound above covers it).
+    # v^4 and v^5 (at most ~1e-5 relative, 170 ulp) it moves by 0 to 6e-6, inside float32's own
+    # rounding on these rows, and this cannot see it (the mpmath bound above covers it).
     s = rand_scores(2, 600, 600, seed=5, scale=2.0)
-    ref, _ = _forward(s, rho, 1e-13)
+    sh, live = shift_rows(s, live_mask(s))
+    ref, _, _ = exact_dense(sh, live, rho, 1e-13, 100)  # the pure-torch joint Newton solver
     big = ref > 1e-6
 
     def rel_err(w):
