@@ -21,7 +21,10 @@ a process and 0.31 ms after, and at ``n = 2048`` (32 MiB, at the default thresho
 unstable (bimodal) and flattering, so both sides now run with a fixed threshold of 1 GiB and
 no trimming: each is timed as the arithmetic and memory traffic it does, not its page faults.
 Newton rows also record ``team_rows``: in one more, untimed call, the rows the kernel's team of
-two shared (one head on two or more threads: ``n - 255`` if it held, fewer if it dissolved).
+two shared (one head on two or more threads: ``n - team_from + 1`` if it held, fewer if it
+dissolved), with ``team_from``, the first row it shared, and ``exchange_ns``, the cost of one
+exchange between its workers that the kernel measured in that call and chose ``team_from`` by
+(256 where exchanges are cheap, later where they are not; see ``team_start_row`` in the kernel).
 Forward plus backward: the same ratio for ``(w * g).sum().backward()`` at ``n = 2048``, 8 heads
 (after three untimed rounds of both).
 Other methods (``sinkhorn``, ``anderson``: Lemma 2.2 sweeps) at ``n = 512`` for comparison.
@@ -84,20 +87,23 @@ def _masked_softmax_fn(s, mask):
     return lambda: torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
 
 
-def _team_rows(s, rho: float, tol: float) -> int | None:
-    """Rows the compiled kernel's team of two solved together in one more (untimed) call.
+def _team_rows(s, rho: float, tol: float) -> dict:
+    """What the compiled kernel's team of two did in one more (untimed) call.
 
-    Non-zero only for one head on two or more threads; fewer than ``n - 255`` means the team
-    dissolved on the way (its workers waited too long at their exchanges: a busy machine).
-    None without the compiled kernel.
+    ``team_rows``: the rows it solved together, non-zero only for one head on two or more
+    threads; fewer than ``n - team_from + 1`` means the team dissolved on the way (its workers
+    waited too long at their exchanges: a busy machine). ``team_from``: its first shared row
+    (at most ``n``), ``exchange_ns``: the exchange's cost it was chosen from (both 0 without a
+    team). All None without the compiled kernel.
     """
     from proofs_check.operators import _causal_ot_compiled as compiled
 
     ext = compiled.load_extension()
     if ext is None:
-        return None
+        return {"team_rows": None, "team_from": None, "exchange_ns": None}
     _, stats = ext.forward(s.contiguous(), float(rho), float(tol), 100)
-    return int(stats[:, 5].sum().item())
+    return {"team_rows": int(stats[:, 5].sum().item()), "team_from": int(stats[:, 7].max().item()),
+            "exchange_ns": float(stats[:, 8].max().item())}
 
 
 def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
@@ -160,7 +166,7 @@ def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
                             "threads": torch.get_num_threads(), "allocator": allocator,
                         }
                         if method == "newton":
-                            row["team_rows"] = _team_rows(s, rho, res.info.tol)
+                            row.update(_team_rows(s, rho, res.info.tol))
                         out.append(row)
                         print(json.dumps(row), file=sys.stderr, flush=True)
     return out
@@ -336,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             extra = (f"iters={r['iterations']:5d} conv={r['converged']!s:5s} "
                      if "iterations" in r else "")
             if r.get("team_rows"):
-                extra += f"team rows={r['team_rows']:5d} "
+                extra += (f"team rows={r['team_rows']:5d} from {r['team_from']} "
+                          f"({r['exchange_ns']:.0f} ns/exchange) ")
             print(f"n={r['n']:5d} h={r['heads']} {r['dtype']:7s} rho={r['rho']:<4} "
                   f"{r['method']:14s} {extra}wall={r['wall_s']:8.4f}s "
                   f"({r['ratio_to_softmax']:6.2f}x masked softmax)")

@@ -127,13 +127,21 @@ def test_operator_rows_say_how_many_rows_the_team_shared(monkeypatch):
     if ext is None or ext.__name__.endswith("_serial"):
         pytest.skip("no compiled OpenMP kernel on this machine (no team of two without it)")
     monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")  # a busy machine may dissolve it
+    # the first shared row follows the measured cost of an exchange: 256 fixed here, then 1024
+    # for a cost of 170 ns (at most n = 300: only the last row shared)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
+        monkeypatch.setenv("PROOFS_CHECK_TEAM_FROM", "256")
         (row,) = dense_rows([300], [0.5], [torch.float64], ["newton"], repeats=1)
+        monkeypatch.delenv("PROOFS_CHECK_TEAM_FROM")
+        monkeypatch.setenv("PROOFS_CHECK_TEAM_EXCHANGE_NS", "170")
+        (late,) = dense_rows([300], [0.5], [torch.float64], ["newton"], repeats=1)
     finally:
         torch.set_num_threads(before)
     assert row["threads"] == 2 and row["team_rows"] == 300 - 255  # rows 256..299
+    assert row["team_from"] == 256 and row["exchange_ns"] > 0  # (measured all the same)
+    assert late["team_from"] == 300 and late["team_rows"] == 1 and late["exchange_ns"] == 170
 
 
 def test_warm_allocator_says_what_it_did():

@@ -335,6 +335,8 @@ struct Member {
   std::int64_t count = 0;
   double waited = 0.0;  // seconds spent waiting at exchanges (timed only when it had to wait)
   std::int64_t last_split_h = -1;  // the previous row's RowStats::split_h (both the same)
+  std::int64_t team_from = 0;      // a team's first shared row (team_start_row)
+  double exchange_ns = 0.0;        // the exchange's cost it was chosen from
 };
 
 // Publish k values, wait for the other worker to publish its k, read them into other (left
@@ -1862,11 +1864,70 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   return st;
 }
 
-// Rows from this length on are split between the two workers of a team (below it the
+// Rows from this length on may be split between the two workers of a team (below it the
 // exchanges cost more than the halved arithmetic saves; measured in benchmarks/). 128 and 192
 // were no better on an AMD EPYC VM (2026-12-03; one head, n = 384-1024: A/B 0.95-1.04 in
-// float64, 1.02-1.05 in float32, interleaved medians of 41 calls).
+// float64, 1.02-1.05 in float32, interleaved medians of 41 calls). Where an exchange costs
+// more, the team starts later (team_start_row).
 constexpr std::int64_t kSplitRow = 256;
+
+// The team's first shared row, from what one exchange costs on this machine now. A shared
+// row saves half its per-key work (~5-6 ns a key, float64) and pays its exchanges (5-8 a row)
+// and its reads of the other worker's keys, each about one transfer of a cache line between
+// the two cores: so the row length from which sharing pays grows with that transfer's
+// latency. Measured, one head, A/B in one process against the team from row 256:
+// - Intel Xeon VM (2026-12-04), an exchange ~150 ns: the team from row 1024 took 0.85x the
+//   time at n = 512 and 1024, 0.96-0.97x at 2048 (0.89x in float32) and 0.95x at 4096; from
+//   512, 768 or 1536 no better than from 1024 (1.00-1.14x its time);
+// - AMD EPYC VM (2026-12-03), an exchange ~20 ns when both workers arrive together: the team
+//   from row 256 gained 4-10% over one thread at n = 512, 1.4x at 2048.
+// Hence the first shared row ~6 times the exchange's cost in ns, rounded (in log scale) to the
+// nearest of 256, 384, 512, 768, 1024, 1536, 2048 (the measurement's jitter, a few %, moves
+// it only near a boundary): 256 up to ~50 ns, 1024 from ~150 to ~210 ns. Measured at each call (the
+// median of three blocks of kCalibExchanges exchanges: a few us, against >= 0.3 ms for the
+// call) by worker 0, whose choice both take. PROOFS_CHECK_TEAM_FROM=r fixes it at r (tests);
+// PROOFS_CHECK_TEAM_EXCHANGE_NS=x takes x for the measured cost (tests of the rule).
+constexpr int kCalibExchanges = 8;
+constexpr double kTeamRowsPerNs = 6.0;
+inline std::int64_t team_row_for_cost(double ns) {
+  constexpr std::int64_t ladder[7] = {256, 384, 512, 768, 1024, 1536, 2048};
+  const double want = kTeamRowsPerNs * ns;
+  if (!(want > double(ladder[0]))) return ladder[0];  // (NaN too)
+  std::int64_t best = ladder[0];
+  for (std::int64_t r : ladder)
+    if (std::abs(std::log(want / double(r))) < std::abs(std::log(want / double(best)))) best = r;
+  return best;
+}
+inline std::int64_t team_start_row(Member& me, double* measured_ns) {
+  double ns = 0;
+  double block[3];
+  for (double& b : block) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < kCalibExchanges; ++k) {
+      const double mine[1] = {0.0};
+      double other[1];
+      exchange(me, mine, 1, other);
+    }
+    b = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+        kCalibExchanges;
+  }
+  std::sort(block, block + 3);
+  ns = block[1];
+  const char* env_ns = std::getenv("PROOFS_CHECK_TEAM_EXCHANGE_NS");
+  if (env_ns && *env_ns) ns = std::atof(env_ns);
+  std::int64_t row = team_row_for_cost(ns);
+  const char* env_from = std::getenv("PROOFS_CHECK_TEAM_FROM");
+  if (env_from && *env_from) row = std::max<std::int64_t>(kSplitRow, std::atol(env_from));
+  const double mine[2] = {double(row), ns};
+  double other[2] = {0.0, 0.0};
+  exchange(me, mine, 2, other);
+  if (me.t == 1) {  // worker 0's choice
+    row = std::int64_t(other[0]);
+    ns = other[1];
+  }
+  *measured_ns = ns;
+  return row;
+}
 // The team's check: every kTeamCheck shared rows; it dissolves when the two workers together
 // waited more than kTeamGiveUp of the window (1 would be break-even if waiting were the only
 // loss; a shared row's work is also slower than alone, so less: 0.7). Measured on an AMD EPYC
@@ -1915,12 +1976,13 @@ void zero_upper(T* ob, std::int64_t n, std::int64_t i, int half, bool stream) {
 }
 
 // Rows [0, n) of one (batch, head) slice: solve, zero the upper triangle (out is not
-// zero-initialised: one pass over n^2 less), and gather the slice's statistics into slice_stats (7 values).
-// Alone (me.tm == nullptr) every row; in a team, rows of length >= kSplitRow are shared and
-// the shorter ones are worker 0's; only worker 0 writes the statistics.
+// zero-initialised: one pass over n^2 less), and gather the slice's statistics into slice_stats
+// (kStatCols values). Alone (me.tm == nullptr) every row; in a team, rows of length >= from =
+// me.team_from (at most n: at least the last row is shared) are shared and the shorter ones
+// are worker 0's; only worker 0 writes the statistics.
 // The team's zeros: while worker 0 solves the short rows alone, worker 1 (idle until the
 // first shared row) zeroes whole rows' upper triangles from the top, until worker 0 reaches
-// the hand-over exchange before row kSplitRow; there they agree on `filled` (rows [0, filled)
+// the hand-over exchange before row `from`; there they agree on `filled` (rows [0, filled)
 // done) and whether worker 0 stopped at an invalid row. The short rows left over, and the
 // shared rows' zeros, are halved between the workers. (At n = 512 the short rows' zeros were
 // about 6% of one worker's time; a worker 0 stopping at an invalid short row, with no
@@ -1935,6 +1997,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     }
   } fence{stream_out};
   const bool lead = me.tm == nullptr || me.t == 0;
+  const std::int64_t from = me.tm ? std::min(std::max(me.team_from, kSplitRow), n) : kSplitRow;
   double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0, series_rows = 0;
   Member alone;
   bool team = me.tm != nullptr;
@@ -1957,7 +2020,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     const bool stop = lead ? stopped : other[0] > 0;
     filled = lead ? std::int64_t(other[1]) : filled;
     if (!stop) {
-      for (std::int64_t r = filled; r < kSplitRow - 1; ++r)
+      for (std::int64_t r = filled; r < from - 1; ++r)
         zero_upper(ob, n, r, me.t, stream_out);
     }
     return stop;
@@ -1967,12 +2030,12 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
   }
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t l = i + 1;
-    if (team && lead && l == kSplitRow) hand_over(false);
+    if (team && lead && l == from) hand_over(false);
     // Every kTeamCheck shared rows the team checks that it pays: the two workers' waiting
     // over the window against its length (team time T, useful work T - W_t each, so alone
     // would take about 2T - W_0 - W_1; on a machine whose cores are time-shared the waits
     // grow and the team loses). Both decide from the same exchanged numbers.
-    if (team && l >= kSplitRow && (l - kSplitRow) % kTeamCheck == 0 && l > kSplitRow) {
+    if (team && l >= from && (l - from) % kTeamCheck == 0 && l > from) {
       const auto now = std::chrono::steady_clock::now();
       const double mine[2] = {me.waited - waited_before,
                               std::chrono::duration<double>(now - window_start).count()};
@@ -1988,7 +2051,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
       window_start = std::chrono::steady_clock::now();
       waited_before = me.waited;
     }
-    const bool shared = team && l >= kSplitRow;
+    const bool shared = team && l >= from;
     if (!shared && !lead) continue;  // worker 1 waits for the next shared row's exchange
     RowStats st = solve_row<T>(l, sb + i * n, col, lcol, ob + i * n, kappa, omr, tol, max_iter,
                                w, shared ? me : alone, stream_out,
@@ -1996,7 +2059,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     // the upper triangle: halved between the workers of a shared row (one worker filling it
     // all left the other waiting at the exchanges), else by whoever solved the row; a team's
     // short rows at the hand-over (above)
-    const bool team_short = me.tm != nullptr && l < kSplitRow;
+    const bool team_short = me.tm != nullptr && l < from;
     if (i >= filled && !team_short) zero_upper(ob, n, i, shared ? me.t : 2, stream_out);
     if (st.bad) {  // both workers see it (from the exchanged row scan) and stop
       bad = st.bad;
@@ -2007,7 +2070,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
       if (lead) std::fill(ob + (i + 1) * n, ob + n * n, T(0));
       break;
     }
-    if (shared && l == kSplitRow) {  // the first window starts after the first shared row:
+    if (shared && l == from) {  // the first window starts after the first shared row:
       // worker 1 waited there for worker 0's unshared rows, which is not the team's cost
       // (counted, it dissolved almost every team at the first check)
       window_start = std::chrono::steady_clock::now();
@@ -2029,6 +2092,8 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     slice_stats[4] = bad;
     slice_stats[5] = shared_rows;
     slice_stats[6] = series_rows;
+    slice_stats[7] = me.tm ? double(from) : 0.0;
+    slice_stats[8] = me.tm ? me.exchange_ns : 0.0;
   }
 }
 
@@ -2047,7 +2112,7 @@ inline int usable_cpus() {
 }
 
 // The forward's statistics, a row per slice (forward_impl).
-constexpr std::int64_t kStatCols = 7;
+constexpr std::int64_t kStatCols = 9;
 
 template <typename T>
 void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& stats, double rho,
@@ -2055,9 +2120,10 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
   const std::int64_t B = s.size(0), n = s.size(1);
   const T* sp = s.data_ptr<T>();
   T* op = out.data_ptr<T>();
-  // (B, 7): max iters, max resid, all ok, fallbacks, first invalid-row code, rows the team
-  // of two solved together (0 unless one slice on two threads; see solve_slice), rows solved
-  // by the series solve (solve_compact)
+  // (B, kStatCols): max iters, max resid, all ok, fallbacks, first invalid-row code, rows the
+  // team of two solved together (0 unless one slice on two threads; see solve_slice), rows
+  // solved by the series solve (solve_compact), the team's first shared row and the cost of
+  // an exchange in ns it was chosen from (team_start_row; both 0 without a team)
   double* stp = stats.data_ptr<double>();
   const T kappa = T(rho / (1.0 - rho));
   const T omr = T(1.0 - rho);
@@ -2104,6 +2170,7 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
         }
       }
       me.tm = &team;
+      me.team_from = team_start_row(me, &me.exchange_ns);
       // Each worker's keys in its own Work, the other's read only where a merged list names
       // them. (One Work shared by both, each writing its range of the same arrays, was 12-22%
       // slower on an Intel Xeon VM, same results bit for bit: the lower range's hardware
@@ -2131,7 +2198,7 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
 }
 
 // Forward: s (B, n, n) contiguous float32/float64 (entries above the diagonal ignored, -inf
-// masked). Returns (weights (B, n, n), stats (B, 7) float64, see forward_impl).
+// masked). Returns (weights (B, n, n), stats (B, kStatCols) float64, see forward_impl).
 std::vector<torch::Tensor> forward(torch::Tensor s, double rho, double tol, std::int64_t max_iter) {
   TORCH_CHECK(s.dim() == 3 && s.size(1) == s.size(2), "scores must be (B, n, n)");
   TORCH_CHECK(s.device().is_cpu(), "CPU tensors only");
