@@ -32,8 +32,9 @@ OpenMP, torch's own runtime). A single slice on two or more threads is solved by
 two workers: each row from the team's first shared row on split in two key ranges (that row
 is 256 where an exchange between the workers is cheap, later where it is not: about 6 rows per
 ns that one exchange costs, measured at each call; 1024 on an Intel Xeon VM at ~165 ns; the
-shorter rows are worker 0's alone), the row's sums (score range, ``logsumexp``, near-key lists, each Newton pass's sums) exchanged at a spinning two-party
-barrier, and every scalar decision taken identically by both from the same numbers. The
+shorter rows are worker 0's alone), the row's sums (score range, ``logsumexp``, near-key
+lists, each Newton pass's sums) exchanged at a spinning two-party barrier, and every scalar
+decision taken identically by both from the same numbers. The
 result differs from the one-thread solve only by the order of the summations (rounding).
 Every 64 shared rows the team checks its own waiting and dissolves (worker 0 goes on alone)
 when that does not pay, as on cores time-shared with other work. A thread allowed on one CPU
