@@ -229,6 +229,7 @@ struct RowStats {
   int bad = 0;         // invalid row: 1 NaN score, 2 +inf score, 3 every key masked
   std::int64_t split_h = -1;  // a team's row normalised by both: its split key (-1: by one)
   bool series = false;  // solved by the series solve (solve_compact)
+  bool e_kept = false;  // solve_row's fused pass's E_j kept (its guess e_ref in range)
 };
 
 constexpr std::int64_t kMaxNear = 128;  // near keys solved inside the start (see below)
@@ -263,6 +264,9 @@ struct Work {
   std::vector<T> ns, nc, nlc, nx, nr, ngi, na, nld;
   std::vector<T> keep;  // the near solve's state, kept while the series solve runs
   std::vector<std::int64_t> idx, fresh, near, exc, fresh_m, near_m, nearb, nearb_m, near_all;
+  // the previous row's max of q (solve_row's fused first pass takes it as its guess of this
+  // row's, for E_j = e^{q_j - e_ref}); NaN: none (a slice's or a stream call's first row)
+  T e_ref = std::numeric_limits<T>::quiet_NaN();
   void resize(std::int64_t m) {
     constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));   // elements per cache line
     const std::int64_t stride = (m + 63) / 64 * 64 + 3 * line;      // + 192 bytes per array
@@ -928,13 +932,19 @@ __attribute__((always_inline)) inline T series_poly(const T* e, T w, T w2, T w4,
 }
 
 // Whether rows take the series solve: PROOFS_CHECK_SERIES=0 never (tests compare the two),
-// read once per call (read_series_env) and by every row from here.
+// read once per call (read_series_env) and by every row from here. Likewise whether a row
+// solved alone takes solve_row's fused first pass: PROOFS_CHECK_FUSED=0 never (the scan, the
+// copy and the E pass apart, as in a team's rows).
 std::atomic<bool> g_series_on{true};
+std::atomic<bool> g_fused_on{true};
 inline void read_series_env() {
   const char* v = std::getenv("PROOFS_CHECK_SERIES");
   g_series_on.store(!(v && *v == '0'), std::memory_order_relaxed);
+  const char* f = std::getenv("PROOFS_CHECK_FUSED");
+  g_fused_on.store(!(f && *f == '0'), std::memory_order_relaxed);
 }
 inline bool series_on() { return g_series_on.load(std::memory_order_relaxed); }
+inline bool fused_on() { return g_fused_on.load(std::memory_order_relaxed); }
 
 // The row's weights once its zeta and near keys are solved (the series solve in solve_compact):
 // a far key's from the series, a_j = C_j u(w_j), log D_j = log C_j + log1p(u(w_j)) (its own
@@ -1045,12 +1055,31 @@ constexpr std::int64_t kSeriesMinTeamRow = 640;
 // series is used if (1 + kappa) w_j <= kSeriesMax holds for every far key at the final zeta.
 constexpr double kSeriesCut = 0.04, kSeriesMax = 0.05;
 
-// One row on its m live keys (compacted): scores s (shifted so max = 0, all > -under/omr),
+// Where the E_j of solve_row's fused pass may lie against the max of q: e_ref at least this
+// far below it (their sum over up to ~1e6 keys stays finite: e^300 in float64, e^40 in float32)
+template <typename T>
+constexpr T kERefHi = sizeof(T) == 8 ? T(300) : T(40);
+
+// What solve_row's first pass over the row already computed, for solve_compact: q_j = s_j -
+// kappa log C_j (in w.q) and this worker's max of it over the old keys (-inf: none); alone,
+// also E_j = e^{q_j - e_ref} (in w.a, 0 for fresh keys), their sum, and the number of fresh keys
+// (C_j = 0; the diagonal among them).
+template <typename T>
+struct RowStart {
+  bool q_ready = false;
+  T qmax = -std::numeric_limits<T>::infinity();
+  bool e_ready = false;
+  T e_ref = 0, e_sum = 0;
+  std::int64_t n_fresh = -1;  // -1: not counted
+};
+
+// One row on its m live keys (compacted): scores s (shifted by a score of the row, the row max
+// or, in solve_row's fused pass, the diagonal: all > -under/omr below the max),
 // column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
 // (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
 template <typename T>
 T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double tol,
-                std::int64_t max_iter, T s_abs, bool q_ready, T qmax_ready, RowStats& st) {
+                std::int64_t max_iter, T s_abs, const RowStart<T>& rs, RowStats& st) {
   // this worker's keys: all of them alone, its range in a team (row-level sums exchanged)
   const std::int64_t lo = me.tm ? me.lo : 0, hi = me.tm ? me.hi : m;
   T* __restrict s = w.s.data();
@@ -1067,9 +1096,9 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   const T inf = std::numeric_limits<T>::infinity();
   // --- closed-form start: old keys keep their potential, q_j = s_j - kappa log C_j; fresh
   // keys (C_j = 0) solve x = (1-rho)(s_j - zeta) exactly.
-  // (q_ready: the caller's copy loop computed q and this worker's max of it, qmax_ready)
-  T qmax_own = q_ready ? qmax_ready : -inf;
-  if (!q_ready) {
+  // (rs.q_ready: the caller's first pass computed q and this worker's max of it)
+  T qmax_own = rs.q_ready ? rs.qmax : -inf;
+  if (!rs.q_ready) {
 #pragma omp simd reduction(max : qmax_own)
     for (std::int64_t j = lo; j < hi; ++j) {
       const T qj = c[j] > 0 ? s[j] - kappa * lc[j] : inf;
@@ -1077,11 +1106,21 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
       qmax_own = std::max(qmax_own, c[j] > 0 ? qj : -inf);
     }
   }
-  // fresh keys (C_j = 0): the diagonal, and keys never given mass
-  const std::int64_t nf_own =
-      gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
+  // fresh keys (C_j = 0): the diagonal, and keys never given mass (alone, with one counted by
+  // the caller's pass, that is the diagonal: no gather)
+  std::int64_t nf_own = 1;
+  if (!me.tm && rs.n_fresh == 1 && !(c[m - 1] > 0))
+    w.fresh[0] = m - 1;
+  else
+    nf_own = gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
+  // E_j = e^{q_j - qmax_own} below, with qmax_own from here on the reference of the E_j: the
+  // caller's e_ref where its pass computed them (within [max q - 8, max q + kERefHi<T>], see
+  // solve_row, so that every later use of qmax_own as a bound of the E_j's scale holds)
   T acc_own = 0;
-  if (qmax_own > -inf) {
+  if (rs.e_ready && qmax_own > -inf) {
+    acc_own = rs.e_sum;
+    qmax_own = rs.e_ref;
+  } else if (qmax_own > -inf) {
     T* __restrict e = w.a.data();  // E_j = e^{q_j - qmax_own}, kept for the start pass
 #pragma omp simd reduction(+ : acc_own)
     for (std::int64_t j = lo; j < hi; ++j) {
@@ -1720,17 +1759,67 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     me.hi = me.t == 0 ? h : l;
   }
   const std::int64_t lo = me.tm ? me.lo : 0, hi = me.tm ? me.hi : l;
-  // row shift (Proposition 2.4): scores relative to the row max, so exp never overflows and
-  // a constant shift changes nothing; a difference that overflows is -inf (weight 0).
+  // row shift (Proposition 2.4): scores relative to a score of the row, so exp never overflows
+  // and a constant shift changes nothing; a difference that overflows is -inf (weight 0).
   const T inf = std::numeric_limits<T>::infinity();
   T smax = -inf, smin = inf;
   int nanc = 0;
+  // Alone, the row's first pass also copies the keys into w (shifted by the diagonal's score,
+  // not the max, which is known only at its end: the same precision, every value within the
+  // row's score range), computes q_j = s_j - kappa log C_j, counts the fresh keys and, with
+  // the previous row's max of q as a guess of this row's (w.e_ref), E_j = e^{q_j - e_ref} and
+  // their sum (solve_compact's P): one pass where the scan, the copy and the E pass were
+  // three. A row with masked keys or a bad score discards it (the compaction below, or an
+  // error); E_j against a guess more than kERefHi below the max or 8 above it (overflow; keys
+  // lost to underflow), or without one, are computed again in solve_compact.
+  const bool fused = !me.tm && fused_on();
+  const T shift = fused ? srow[l - 1] : T(0);
+  const T e_ref = w.e_ref;
+  const bool e_guess = fused && std::isfinite(e_ref);
+  T qmax_f = -inf, e_sum = 0, n_fresh = 0, nan_f = 0;  // (T, not int: one lane width)
+  if (fused) {
+    T* __restrict ws = w.s.data();
+    T* __restrict wc = w.c.data();
+    T* __restrict wl = w.lc.data();
+    T* __restrict wq = w.q.data();
+    T* __restrict wa = w.a.data();
+    auto pass = [&](auto with_e) {
+#pragma omp simd reduction(max : smax, qmax_f, nan_f) reduction(min : smin) \
+    reduction(+ : e_sum, n_fresh)
+      for (std::int64_t j = 0; j < l; ++j) {
+        const T v = srow[j];
+        nan_f = std::max(nan_f, (v != v) ? T(1) : T(0));
+        smax = v > smax ? v : smax;
+        smin = v < smin ? v : smin;
+        const T sj = v - shift, cj = col[j], lj = lcol[j];
+        const bool old = cj > 0;
+        const T qj = old ? sj - kappa * lj : inf;
+        ws[j] = sj;
+        wc[j] = cj;
+        wl[j] = lj;
+        wq[j] = qj;
+        qmax_f = std::max(qmax_f, old ? qj : -inf);
+        n_fresh += old ? T(0) : T(1);
+        if constexpr (decltype(with_e)::value) {
+          const T ej = old ? fexp(qj - e_ref) : T(0);
+          wa[j] = ej;
+          e_sum += ej;
+        }
+      }
+    };
+    if (e_guess)
+      pass(std::true_type{});
+    else
+      pass(std::false_type{});
+    nanc = nan_f > 0 ? 1 : 0;
+  } else {
 #pragma omp simd reduction(max : smax) reduction(min : smin) reduction(| : nanc)
-  for (std::int64_t j = lo; j < hi; ++j) {
-    const T v = srow[j];
-    nanc |= (v != v) ? 1 : 0;
-    smax = v > smax ? v : smax;
-    smin = v < smin ? v : smin;
+    for (std::int64_t j = lo; j < hi; ++j) {
+      const T v = srow[j];
+      nanc |= (v != v) ? 1 : 0;
+      smax = v > smax ? v : smax;
+      smin = v < smin ? v : smin;
+    }
   }
   // The next row's part for this worker, prefetched now: the scan above is the first read of
   // a row, from memory once the scores outgrow the caches, and the solve that follows leaves
@@ -1764,10 +1853,21 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   if (me.tm) sync_columns<T>(me, l, me.t == 0 ? me.hi : me.lo, smin - smax > cut);
   std::int64_t m = 0;
   T s_abs = 0;
-  bool q_ready = false;
-  T qmax_own = -inf;
-  if (smin - smax > cut) {  // every key survives (no mask): a contiguous copy, and the start's
+  RowStart<T> rs;
+  if (smin - smax > cut && fused) {  // every key survives (no mask): the first pass stands
+    rs.q_ready = true;
+    rs.qmax = qmax_f;
+    rs.n_fresh = std::int64_t(n_fresh);
+    rs.e_ready = e_guess && qmax_f > -inf && e_ref >= qmax_f - kERefHi<T> && e_ref <= qmax_f + 8;
+    rs.e_ref = e_ref;
+    rs.e_sum = e_sum;
+    if (qmax_f > -inf) w.e_ref = qmax_f;
+    st.e_kept = rs.e_ready;
+    m = l;
+    s_abs = std::max(std::abs(smax), std::abs(smin));
+  } else if (smin - smax > cut) {  // (a team's) a contiguous copy, and the start's
     // q_j = s_j - kappa log C_j in the same loop (see solve_compact)
+    T qmax_own = -inf;
     T* __restrict ws = w.s.data();
     T* __restrict wc = w.c.data();
     T* __restrict wl = w.lc.data();
@@ -1782,7 +1882,8 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
       wq[j] = qj;
       qmax_own = std::max(qmax_own, cj > 0 ? qj : -inf);
     }
-    q_ready = true;
+    rs.q_ready = true;
+    rs.qmax = qmax_own;
     m = l;
     s_abs = std::max(std::abs(smax), std::abs(smin));
   } else if (me.tm) {  // masked keys: the compaction is serial, worker 0 solves the row alone
@@ -1805,8 +1906,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   }
   if (m == 0) return st;  // cannot happen for a validated row (its max key survives)
   const bool all = (m == l);
-  const T tot =
-      solve_compact<T>(m, w, me, kappa, omr, tol, max_iter, s_abs, q_ready, qmax_own, st);
+  const T tot = solve_compact<T>(m, w, me, kappa, omr, tol, max_iter, s_abs, rs, st);
   if (me.tm && st.fallback && me.t == 1) return st;  // worker 0 finished the row alone
   // the keys this worker normalises: its range in a team, all of them alone or after a fallback
   const bool split = me.tm && !st.fallback;
@@ -1997,8 +2097,9 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     }
   } fence{stream_out};
   const bool lead = me.tm == nullptr || me.t == 0;
+  w.e_ref = std::numeric_limits<T>::quiet_NaN();  // (a slice's rows never guess from another's)
   const std::int64_t from = me.tm ? std::min(std::max(me.team_from, kSplitRow), n) : kSplitRow;
-  double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0, series_rows = 0;
+  double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0, series_rows = 0, e_rows = 0;
   Member alone;
   bool team = me.tm != nullptr;
   auto window_start = std::chrono::steady_clock::now();
@@ -2083,6 +2184,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     ok = (ok > 0 && st.ok) ? 1 : 0;
     fb += st.fallback ? 1 : 0;
     series_rows += st.series ? 1 : 0;
+    e_rows += st.e_kept ? 1 : 0;
   }
   if (lead) {
     slice_stats[0] = mi;
@@ -2094,6 +2196,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     slice_stats[6] = series_rows;
     slice_stats[7] = me.tm ? double(from) : 0.0;
     slice_stats[8] = me.tm ? me.exchange_ns : 0.0;
+    slice_stats[9] = e_rows;
   }
 }
 
@@ -2112,7 +2215,7 @@ inline int usable_cpus() {
 }
 
 // The forward's statistics, a row per slice (forward_impl).
-constexpr std::int64_t kStatCols = 9;
+constexpr std::int64_t kStatCols = 10;
 
 template <typename T>
 void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& stats, double rho,
@@ -2123,7 +2226,8 @@ void forward_impl(const torch::Tensor& s, torch::Tensor& out, torch::Tensor& sta
   // (B, kStatCols): max iters, max resid, all ok, fallbacks, first invalid-row code, rows the
   // team of two solved together (0 unless one slice on two threads; see solve_slice), rows
   // solved by the series solve (solve_compact), the team's first shared row and the cost of
-  // an exchange in ns it was chosen from (team_start_row; both 0 without a team)
+  // an exchange in ns it was chosen from (team_start_row; both 0 without a team), rows whose
+  // E_j came from solve_row's fused first pass (its guess of the max of q in range)
   double* stp = stats.data_ptr<double>();
   const T kappa = T(rho / (1.0 - rho));
   const T omr = T(1.0 - rho);
@@ -2234,6 +2338,7 @@ std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, tor
     thread_local Work<double> w;
     if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
     Member alone;
+    w.e_ref = std::numeric_limits<double>::quiet_NaN();  // (no guess from another call's row)
     st = solve_row<double>(l, srow.data_ptr<double>(), col.data_ptr<double>(),
                            lcol.data_ptr<double>(), out.data_ptr<double>(), kappa, omr, tol,
                            max_iter, w, alone);
@@ -2241,6 +2346,7 @@ std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, tor
     thread_local Work<float> w;
     if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
     Member alone;
+    w.e_ref = std::numeric_limits<float>::quiet_NaN();
     st = solve_row<float>(l, srow.data_ptr<float>(), col.data_ptr<float>(),
                           lcol.data_ptr<float>(), out.data_ptr<float>(), float(kappa),
                           float(omr), tol, max_iter, w, alone);
