@@ -998,6 +998,16 @@ T final_series(std::int64_t lo, std::int64_t hi, std::int64_t nf_own, Work<T>& w
   return sum_a;
 }
 
+// The near solves' Newton step on the row's mass tot (at zeta): on log(tot) = 0, whose
+// numerator is tot log tot, while tot is far from 1 (a start far off overshot otherwise); on
+// tot = 1, numerator tot - 1 (the joint loop's), once |tot - 1| <= 2^-6, where both converge
+// quadratically and the scalar log, a chain of ~45 cycles each step waits on, is not needed.
+template <typename T>
+inline T near_mass_term(T tot) {
+  const T e = tot - T(1);
+  return std::abs(e) <= T(1.0 / 64) ? e : tot * flog_lat(std::max(tot, Lim<T>::tiny));
+}
+
 // One joint Newton step on the near keys (solve_compact's near solves): each key's x moved
 // by the step dz in zeta, -(r_k + dz) / g_k, clamped to the upper bound of its root at the
 // new zeta nz, then a_k, log D_k, r_k and 1/g_k evaluated there; returns sum a, sum p, sum p r
@@ -1308,7 +1318,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
         // near steps per row there (0.45 at rho = 0.9) but cost more: A/B 1.02-1.10 at n = 512
         // and 2048, 1.00-1.06 in the first step only (AMD EPYC VM, 2026-12-03).
         const T tot = far + fr + sa;
-        dz = (tot * flog_lat(std::max(tot, Lim<T>::tiny)) - spr) / (sp + far + omr * fr);
+        dz = (near_mass_term(tot) - spr) / (sp + far + omr * fr);
         // The first step from the start's zeta, where the near keys sit at the upper bounds of
         // their roots, overshoots when it is large and downward (the example above: 6.4 where
         // 3.5 was needed): 0.7 of it when it falls by more than 1. Near evaluations per row at
@@ -1442,7 +1452,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
             }
             prev_b = it > 1 ? step : inf;
             const T tot = fm + fr + sa;
-            dzb = (tot * flog_lat(std::max(tot, Lim<T>::tiny)) - spr) / (sp + fd + omr * fr);
+            dzb = (near_mass_term(tot) - spr) / (sp + fd + omr * fr);
           }
           far_lr = std::min(far_lr, cut_b);  // every far key: q_j - log C_j below both cuts
           // The series holds at the final zeta if every far key's v_j = (1 + kappa) w_j, at
