@@ -1065,6 +1065,23 @@ constexpr std::int64_t kSeriesMinTeamRow = 640;
 // series is used if (1 + kappa) w_j <= kSeriesMax holds for every far key at the final zeta.
 constexpr double kSeriesCut = 0.04, kSeriesMax = 0.05;
 
+// E_j = e^{q_j - ref} over the keys [lo, hi) (0 for fresh keys, q_j = inf) into w.a; returns
+// their sum (the start's P sum: solve_compact, or solve_row's fused pass when its guess failed)
+template <typename T>
+T e_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T ref) {
+  const T* __restrict q = w.q.data();
+  T* __restrict e = w.a.data();
+  const T inf = std::numeric_limits<T>::infinity();
+  T acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (std::int64_t j = lo; j < hi; ++j) {
+    const T ej = (q[j] < inf) ? fexp(q[j] - ref) : T(0);
+    e[j] = ej;
+    acc += ej;
+  }
+  return acc;
+}
+
 // Where the E_j of solve_row's fused pass may lie against the max of q: e_ref at least this
 // far below it (their sum over up to ~1e6 keys stays finite: e^300 in float64, e^40 in float32)
 template <typename T>
@@ -1081,6 +1098,11 @@ struct RowStart {
   bool e_ready = false;
   T e_ref = 0, e_sum = 0;
   std::int64_t n_fresh = -1;  // -1: not counted
+  // a team's fused pass: the P exchange done (with the score range), the fresh keys gathered
+  // into w.fresh (n_fresh of them), and the other worker's values
+  bool exchanged = false;
+  T qmax_other = -std::numeric_limits<T>::infinity(), acc_other = 0;
+  std::int64_t nf_other = 0;
 };
 
 // One row on its m live keys (compacted): scores s (shifted by a score of the row, the row max
@@ -1119,7 +1141,9 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   // fresh keys (C_j = 0): the diagonal, and keys never given mass (alone, with one counted by
   // the caller's pass, that is the diagonal: no gather)
   std::int64_t nf_own = 1;
-  if (!me.tm && rs.n_fresh == 1 && !(c[m - 1] > 0))
+  if (rs.exchanged)  // (a team's fused pass gathered them before its exchange)
+    nf_own = rs.n_fresh;
+  else if (!me.tm && rs.n_fresh == 1 && !(c[m - 1] > 0))
     w.fresh[0] = m - 1;
   else
     nf_own = gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
@@ -1131,20 +1155,20 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
     acc_own = rs.e_sum;
     qmax_own = rs.e_ref;
   } else if (qmax_own > -inf) {
-    T* __restrict e = w.a.data();  // E_j = e^{q_j - qmax_own}, kept for the start pass
-#pragma omp simd reduction(+ : acc_own)
-    for (std::int64_t j = lo; j < hi; ++j) {
-      const T ej = (q[j] < inf) ? fexp(q[j] - qmax_own) : T(0);
-      e[j] = ej;
-      acc_own += ej;
-    }
+    acc_own = e_pass<T>(lo, hi, w, qmax_own);  // E_j, kept in w.a for the start pass
   }
   T qmax = qmax_own, P = -inf;
   std::int64_t nf_other = 0;
   {
     const double mine[3] = {double(qmax_own), double(acc_own), double(nf_own)};
     double other[3] = {-double(inf), 0.0, 0.0};
-    exchange(me, mine, 3, other);
+    if (rs.exchanged) {  // (a team's fused pass: solve_row exchanged these with the score range)
+      other[0] = double(rs.qmax_other);
+      other[1] = double(rs.acc_other);
+      other[2] = double(rs.nf_other);
+    } else {
+      exchange(me, mine, 3, other);
+    }
     const T qmax_other = T(other[0]);
     qmax = std::max(qmax_own, qmax_other);
     nf_other = std::int64_t(other[2]);
@@ -1774,19 +1798,35 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   const T inf = std::numeric_limits<T>::infinity();
   T smax = -inf, smin = inf;
   int nanc = 0;
-  // Alone, the row's first pass also copies the keys into w (shifted by the diagonal's score,
-  // not the max, which is known only at its end: the same precision, every value within the
-  // row's score range), computes q_j = s_j - kappa log C_j, counts the fresh keys and, with
-  // the previous row's max of q as a guess of this row's (w.e_ref), E_j = e^{q_j - e_ref} and
-  // their sum (solve_compact's P): one pass where the scan, the copy and the E pass were
-  // three. A row with masked keys or a bad score discards it (the compaction below, or an
-  // error); E_j against a guess more than kERefHi below the max or 8 above it (overflow; keys
-  // lost to underflow), or without one, are computed again in solve_compact.
-  const bool fused = !me.tm && fused_on();
+  // The row's first pass (over this worker's keys) also copies the keys into w (shifted by
+  // the diagonal's score, not the max, which is known only at its end: the same precision,
+  // every value within the row's score range), computes q_j = s_j - kappa log C_j, counts the
+  // fresh keys and, with the previous row's max of q as a guess of this row's (w.e_ref),
+  // E_j = e^{q_j - e_ref} and their sum (solve_compact's P): one pass where the scan, the
+  // copy and the E pass were three, and in a team one exchange where there were two. A row
+  // with masked keys or a bad score discards it (the compaction below, or an error); E_j
+  // against a guess more than kERefHi below the max or 8 above it (overflow; keys lost to
+  // underflow), or without one, are computed again (alone in solve_compact; in a team before
+  // the exchange, which carries their sum).
+  const bool fused = fused_on();
   const T shift = fused ? srow[l - 1] : T(0);
   const T e_ref = w.e_ref;
   const bool e_guess = fused && std::isfinite(e_ref);
   T qmax_f = -inf, e_sum = 0, n_fresh = 0, nan_f = 0;  // (T, not int: one lane width)
+  if (fused && me.tm) {
+    // the team's columns that change hands for a split row (sync_columns, taken now on the
+    // guess that the row is split; a masked row takes the rest below): the other worker wrote
+    // them in the previous row, so an exchange first wherever any do (the split point moved:
+    // once in 64 rows; the first shared row; after a row solved alone), which both workers
+    // see from the same numbers
+    const std::int64_t h = me.t == 0 ? me.hi : me.lo, last = me.last_split_h;
+    if (last < 0 || h > last) {
+      const double mine[1] = {0.0};
+      double other[1];
+      exchange(me, mine, 1, other);
+    }
+    sync_columns<T>(me, l, h, true);
+  }
   if (fused) {
     T* __restrict ws = w.s.data();
     T* __restrict wc = w.c.data();
@@ -1796,7 +1836,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     auto pass = [&](auto with_e) {
 #pragma omp simd reduction(max : smax, qmax_f, nan_f) reduction(min : smin) \
     reduction(+ : e_sum, n_fresh)
-      for (std::int64_t j = 0; j < l; ++j) {
+      for (std::int64_t j = lo; j < hi; ++j) {
         const T v = srow[j];
         nan_f = std::max(nan_f, (v != v) ? T(1) : T(0));
         smax = v > smax ? v : smax;
@@ -1843,7 +1883,34 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     const std::int64_t plo = me.tm && me.t == 1 ? nh : 0, phi = me.tm && me.t == 0 ? nh : nl;
     prefetch_lines(next + plo, (phi - plo) * std::int64_t(sizeof(T)));
   }
-  if (me.tm) {
+  const bool e_in_range =
+      e_guess && qmax_f > -inf && e_ref >= qmax_f - kERefHi<T> && e_ref <= qmax_f + 8;
+  RowStart<T> rs;
+  if (me.tm && fused) {  // this worker's E_j and fresh keys final, then one exchange
+    if (!e_in_range && qmax_f > -inf) e_sum = e_pass<T>(lo, hi, w, qmax_f);
+    const T ref_own = qmax_f > -inf ? (e_in_range ? e_ref : qmax_f) : -inf;
+    std::int64_t nf_own = std::int64_t(n_fresh);
+    if (nf_own == 1 && hi == l && !(col[l - 1] > 0))
+      w.fresh[0] = l - 1;  // the diagonal, in worker 1's range
+    else if (nf_own > 0)
+      nf_own = gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(w.c[j] > 0); });
+    const double mine[6] = {double(smax), double(smin), double(nanc),
+                            double(ref_own), double(e_sum), double(nf_own)};
+    double other[6] = {-double(inf), double(inf), 0.0, -double(inf), 0.0, 0.0};
+    exchange(me, mine, 6, other);
+    smax = std::max(smax, T(other[0]));
+    smin = std::min(smin, T(other[1]));
+    nanc |= other[2] != 0.0 ? 1 : 0;
+    rs.exchanged = true;
+    rs.e_ready = true;
+    rs.e_ref = ref_own;
+    rs.e_sum = e_sum;
+    rs.n_fresh = nf_own;
+    rs.qmax_other = T(other[3]);
+    rs.acc_other = T(other[4]);
+    rs.nf_other = std::int64_t(other[5]);
+    st.e_kept = e_in_range;
+  } else if (me.tm) {
     const double mine[3] = {double(smax), double(smin), double(nanc)};
     double other[3] = {-double(inf), double(inf), 0.0};
     exchange(me, mine, 3, other);
@@ -1860,19 +1927,20 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     return st;
   }
   const T cut = -(Lim<T>::under + std::log(T(l)) + T(4)) / omr;  // weight < e^{-under}
-  if (me.tm) sync_columns<T>(me, l, me.t == 0 ? me.hi : me.lo, smin - smax > cut);
+  if (me.tm && !fused) sync_columns<T>(me, l, me.t == 0 ? me.hi : me.lo, smin - smax > cut);
   std::int64_t m = 0;
   T s_abs = 0;
-  RowStart<T> rs;
   if (smin - smax > cut && fused) {  // every key survives (no mask): the first pass stands
     rs.q_ready = true;
     rs.qmax = qmax_f;
-    rs.n_fresh = std::int64_t(n_fresh);
-    rs.e_ready = e_guess && qmax_f > -inf && e_ref >= qmax_f - kERefHi<T> && e_ref <= qmax_f + 8;
-    rs.e_ref = e_ref;
-    rs.e_sum = e_sum;
+    if (!me.tm) {
+      rs.n_fresh = std::int64_t(n_fresh);
+      rs.e_ready = e_in_range;
+      rs.e_ref = e_ref;
+      rs.e_sum = e_sum;
+      st.e_kept = e_in_range;
+    }
     if (qmax_f > -inf) w.e_ref = qmax_f;
-    st.e_kept = rs.e_ready;
     m = l;
     s_abs = std::max(std::abs(smax), std::abs(smin));
   } else if (smin - smax > cut) {  // (a team's) a contiguous copy, and the start's
@@ -1898,6 +1966,7 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     s_abs = std::max(std::abs(smax), std::abs(smin));
   } else if (me.tm) {  // masked keys: the compaction is serial, worker 0 solves the row alone
     if (me.t == 1) return st;
+    if (fused) sync_columns<T>(me, l, me.hi, false);  // (all of worker 1's keys now)
     Member alone;
     return solve_row<T>(l, srow, col, lcol, out, kappa, omr, tol, max_iter, w, alone,
                         stream_out);  // (the next row was prefetched above)
