@@ -726,6 +726,35 @@ def test_fused_first_pass_keeps_its_guess_and_matches_pure_torch_solver(one_thre
     assert (apart - ref).abs().max().item() <= 1e-10
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("std", "rho"), [(6.0, 0.3), (30.0, 0.3), (30.0, 0.9)])
+def test_fused_first_pass_is_as_accurate_as_the_separate_passes(threads, std, rho, monkeypatch):
+    # The pass shifts the keys by the row max, known before it from the previous row's pass
+    # (which scanned this row's scores; in a team, both workers' parts exchanged). A pass that
+    # shifted by another score of the row (the diagonal's, measured) lost float32 digits in
+    # the row's dominant keys, whose log-weights then cancel two values ~ max - shift: errors
+    # of 5.8e-7 / 5.8e-7 / 6.1e-7 here against 2.4e-7 / 1.3e-7 / 1.8e-7 with the passes apart.
+    # Reference: the pure-torch float64 solver; allowed 1.5x the passes-apart error plus 2 ulp.
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_FROM", "256")
+    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")
+    try:
+        s32 = rand_scores(1, 400, 400, seed=5, scale=std).float()
+        sh, live = shift_rows(s32.double(), live_mask(s32.double()))
+        ref, _, _ = exact_dense(sh, live, rho, 1e-13, 100)
+        fused, st = _forward(s32, rho, 1e-5)
+        monkeypatch.setenv("PROOFS_CHECK_FUSED", "0")
+        apart, _ = _forward(s32, rho, 1e-5)
+    finally:
+        torch.set_num_threads(before)
+    ext = compiled.load_extension()
+    if threads == 2 and ext is not None and not ext.__name__.endswith("_serial"):
+        assert int(st[0, 5]) > 0  # the team shared rows (the fused pass in a team)
+    err, err_apart = ((w.double() - ref).abs().max().item() for w in (fused, apart))
+    assert err <= 1.5 * err_apart + 2 * 2.0**-24
+
+
 def test_fused_first_pass_recomputes_e_when_its_guess_is_out_of_range(one_thread, monkeypatch):
     # Every other row's diagonal score 100 above the rest (the diagonal then takes almost all
     # of that row's weight) moves the max of q, against the diagonal's score, by ~100 from row

@@ -267,6 +267,10 @@ struct Work {
   // the previous row's max of q (solve_row's fused first pass takes it as its guess of this
   // row's, for E_j = e^{q_j - e_ref}); NaN: none (a slice's or a stream call's first row)
   T e_ref = std::numeric_limits<T>::quiet_NaN();
+  // the next row's score range and NaN flag (> 0), scanned by this row's first pass
+  // (solve_row), valid for row ahead_row only (-1: none)
+  std::int64_t ahead_row = -1;
+  T ahead_max = 0, ahead_min = 0, ahead_nan = 0;
   void resize(std::int64_t m) {
     constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));   // elements per cache line
     const std::int64_t stride = (m + 63) / 64 * 64 + 3 * line;      // + 192 bytes per array
@@ -1066,7 +1070,7 @@ constexpr std::int64_t kSeriesMinTeamRow = 640;
 constexpr double kSeriesCut = 0.04, kSeriesMax = 0.05;
 
 // E_j = e^{q_j - ref} over the keys [lo, hi) (0 for fresh keys, q_j = inf) into w.a; returns
-// their sum (the start's P sum: solve_compact, or solve_row's fused pass when its guess failed)
+// their sum (the start's P sum, solve_compact)
 template <typename T>
 T e_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T ref) {
   const T* __restrict q = w.q.data();
@@ -1088,9 +1092,10 @@ template <typename T>
 constexpr T kERefHi = sizeof(T) == 8 ? T(300) : T(40);
 
 // What solve_row's first pass over the row already computed, for solve_compact: q_j = s_j -
-// kappa log C_j (in w.q) and this worker's max of it over the old keys (-inf: none); alone,
-// also E_j = e^{q_j - e_ref} (in w.a, 0 for fresh keys), their sum, and the number of fresh keys
-// (C_j = 0; the diagonal among them).
+// kappa log C_j (in w.q) and this worker's max of it over the old keys (-inf: none); in its
+// fused form (fused_on) also E_j = e^{q_j - e_ref} (in w.a, 0 for fresh keys) and their sum
+// where e_ref was in range (e_ready), and the number of this worker's fresh keys (C_j = 0;
+// alone, the diagonal among them).
 template <typename T>
 struct RowStart {
   bool q_ready = false;
@@ -1098,11 +1103,9 @@ struct RowStart {
   bool e_ready = false;
   T e_ref = 0, e_sum = 0;
   std::int64_t n_fresh = -1;  // -1: not counted
-  // a team's fused pass: the P exchange done (with the score range), the fresh keys gathered
-  // into w.fresh (n_fresh of them), and the other worker's values
-  bool exchanged = false;
-  T qmax_other = -std::numeric_limits<T>::infinity(), acc_other = 0;
-  std::int64_t nf_other = 0;
+  // the next row (>= 0) whose scores the pass scanned (w.ahead_*): a team's worker exchanges
+  // its part with the first evaluation's sums, after which both hold the whole row's
+  std::int64_t ahead_row = -1;
 };
 
 // One row on its m live keys (compacted): scores s (shifted by a score of the row, the row max
@@ -1141,9 +1144,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   // fresh keys (C_j = 0): the diagonal, and keys never given mass (alone, with one counted by
   // the caller's pass, that is the diagonal: no gather)
   std::int64_t nf_own = 1;
-  if (rs.exchanged)  // (a team's fused pass gathered them before its exchange)
-    nf_own = rs.n_fresh;
-  else if (!me.tm && rs.n_fresh == 1 && !(c[m - 1] > 0))
+  if (!me.tm && rs.n_fresh == 1 && !(c[m - 1] > 0))
     w.fresh[0] = m - 1;
   else
     nf_own = gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
@@ -1162,13 +1163,7 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   {
     const double mine[3] = {double(qmax_own), double(acc_own), double(nf_own)};
     double other[3] = {-double(inf), 0.0, 0.0};
-    if (rs.exchanged) {  // (a team's fused pass: solve_row exchanged these with the score range)
-      other[0] = double(rs.qmax_other);
-      other[1] = double(rs.acc_other);
-      other[2] = double(rs.nf_other);
-    } else {
-      exchange(me, mine, 3, other);
-    }
+    exchange(me, mine, 3, other);
     const T qmax_other = T(other[0]);
     qmax = std::max(qmax_own, qmax_other);
     nf_other = std::int64_t(other[2]);
@@ -1520,10 +1515,13 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
     ps = newton_pass<T, 0>(lo, hi, w, kappa, omr, T(0), zeta, floor_x);
   }
   // the row's sums from both workers' (sums add, largest moves take the max)
-  auto combine = [&me](PassSums& p) {
-    const double mine[7] = {p.sum_a, p.sum_p, p.sum_pr, p.mdx, p.mall, p.mrg, p.mg};
-    double other[7] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    exchange(me, mine, 7, other);
+  // (ahead: also this worker's scan of the next row, max, min, NaN flag: both workers then
+  // hold the whole next row's; see solve_row)
+  auto combine = [&me](PassSums& p, double* ahead = nullptr) {
+    double mine[10] = {p.sum_a, p.sum_p, p.sum_pr, p.mdx, p.mall, p.mrg, p.mg, 0.0, 0.0, 0.0};
+    double other[10] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -HUGE_VAL, HUGE_VAL, 0.0};
+    if (ahead) std::copy_n(ahead, 3, mine + 7);
+    exchange(me, mine, ahead ? 10 : 7, other);
     p.sum_a += other[0];
     p.sum_p += other[1];
     p.sum_pr += other[2];
@@ -1531,8 +1529,22 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
     p.mall = std::max(p.mall, other[4]);
     p.mrg = std::max(p.mrg, other[5]);  // (inf from either: no bound)
     p.mg = std::max(p.mg, other[6]);
+    if (ahead) {
+      ahead[0] = std::max(ahead[0], other[7]);
+      ahead[1] = std::min(ahead[1], other[8]);
+      ahead[2] = std::max(ahead[2], other[9]);
+    }
   };
-  combine(ps);
+  if (me.tm && rs.ahead_row >= 0) {  // the first exchange after every shared row's first pass
+    double ahead[3] = {double(w.ahead_max), double(w.ahead_min), double(w.ahead_nan)};
+    combine(ps, ahead);
+    w.ahead_max = T(ahead[0]);
+    w.ahead_min = T(ahead[1]);
+    w.ahead_nan = T(ahead[2]);
+    w.ahead_row = rs.ahead_row;
+  } else {
+    combine(ps);
+  }
   if (series) {
     st.iters = series_its;
     st.resid = series_bound;
@@ -1775,12 +1787,14 @@ inline void prefetch_lines(const void* p, std::int64_t bytes) {
 // w: this worker's work arrays and key lists (a team's: see forward_impl); me: alone
 // (me.tm == nullptr) or one of a team of two, which split the keys at h: [0, h) and [h, l).
 // stream_out: out written by streaming stores (converged unmasked rows; see stream_store).
-// next: the next row's scores (l + 1 keys; nullptr: none), whose part this worker reads next
-// is prefetched once this row's scores are scanned.
+// next: the next row's scores (l + 1 keys; nullptr: none), scanned by this row's first pass
+// (fused_on) or prefetched once this row's scores are scanned; next2: the row after it
+// (nullptr: none), prefetched by the first pass.
 template <typename T>
 RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kappa, T omr,
                    double tol, std::int64_t max_iter, Work<T>& w, Member& me,
-                   bool stream_out = false, const T* next = nullptr) {
+                   bool stream_out = false, const T* next = nullptr,
+                   const T* next2 = nullptr) {
   RowStats st;
   // A team splits at about half the row (split_key). Worker 1, with the recent keys, does more
   // per row, and worker 0 waits more at the exchanges (n = 2048, rho = 0.99: 1.9 ms against
@@ -1793,75 +1807,21 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     me.hi = me.t == 0 ? h : l;
   }
   const std::int64_t lo = me.tm ? me.lo : 0, hi = me.tm ? me.hi : l;
-  // row shift (Proposition 2.4): scores relative to a score of the row, so exp never overflows
-  // and a constant shift changes nothing; a difference that overflows is -inf (weight 0).
+  // row shift (Proposition 2.4): scores relative to the row max, so exp never overflows and
+  // a constant shift changes nothing; a difference that overflows is -inf (weight 0).
   const T inf = std::numeric_limits<T>::infinity();
   T smax = -inf, smin = inf;
   int nanc = 0;
-  // The row's first pass (over this worker's keys) also copies the keys into w (shifted by
-  // the diagonal's score, not the max, which is known only at its end: the same precision,
-  // every value within the row's score range), computes q_j = s_j - kappa log C_j, counts the
-  // fresh keys and, with the previous row's max of q as a guess of this row's (w.e_ref),
-  // E_j = e^{q_j - e_ref} and their sum (solve_compact's P): one pass where the scan, the
-  // copy and the E pass were three, and in a team one exchange where there were two. A row
-  // with masked keys or a bad score discards it (the compaction below, or an error); E_j
-  // against a guess more than kERefHi below the max or 8 above it (overflow; keys lost to
-  // underflow), or without one, are computed again (alone in solve_compact; in a team before
-  // the exchange, which carries their sum).
+  // The row's range and NaN check: read off the previous row's first pass, which scanned this
+  // row's scores too (see below; in a team both workers' parts, exchanged with the sums of
+  // that row's first evaluation), or scanned here, before the rest.
   const bool fused = fused_on();
-  const T shift = fused ? srow[l - 1] : T(0);
-  const T e_ref = w.e_ref;
-  const bool e_guess = fused && std::isfinite(e_ref);
-  T qmax_f = -inf, e_sum = 0, n_fresh = 0, nan_f = 0;  // (T, not int: one lane width)
-  if (fused && me.tm) {
-    // the team's columns that change hands for a split row (sync_columns, taken now on the
-    // guess that the row is split; a masked row takes the rest below): the other worker wrote
-    // them in the previous row, so an exchange first wherever any do (the split point moved:
-    // once in 64 rows; the first shared row; after a row solved alone), which both workers
-    // see from the same numbers
-    const std::int64_t h = me.t == 0 ? me.hi : me.lo, last = me.last_split_h;
-    if (last < 0 || h > last) {
-      const double mine[1] = {0.0};
-      double other[1];
-      exchange(me, mine, 1, other);
-    }
-    sync_columns<T>(me, l, h, true);
-  }
-  if (fused) {
-    T* __restrict ws = w.s.data();
-    T* __restrict wc = w.c.data();
-    T* __restrict wl = w.lc.data();
-    T* __restrict wq = w.q.data();
-    T* __restrict wa = w.a.data();
-    auto pass = [&](auto with_e) {
-#pragma omp simd reduction(max : smax, qmax_f, nan_f) reduction(min : smin) \
-    reduction(+ : e_sum, n_fresh)
-      for (std::int64_t j = lo; j < hi; ++j) {
-        const T v = srow[j];
-        nan_f = std::max(nan_f, (v != v) ? T(1) : T(0));
-        smax = v > smax ? v : smax;
-        smin = v < smin ? v : smin;
-        const T sj = v - shift, cj = col[j], lj = lcol[j];
-        const bool old = cj > 0;
-        const T qj = old ? sj - kappa * lj : inf;
-        ws[j] = sj;
-        wc[j] = cj;
-        wl[j] = lj;
-        wq[j] = qj;
-        qmax_f = std::max(qmax_f, old ? qj : -inf);
-        n_fresh += old ? T(0) : T(1);
-        if constexpr (decltype(with_e)::value) {
-          const T ej = old ? fexp(qj - e_ref) : T(0);
-          wa[j] = ej;
-          e_sum += ej;
-        }
-      }
-    };
-    if (e_guess)
-      pass(std::true_type{});
-    else
-      pass(std::false_type{});
-    nanc = nan_f > 0 ? 1 : 0;
+  const bool ahead = fused && w.ahead_row == l && (!me.tm || me.last_split_h >= 0);
+  w.ahead_row = -1;
+  if (ahead) {
+    smax = w.ahead_max;
+    smin = w.ahead_min;
+    nanc = w.ahead_nan > 0 ? 1 : 0;
   } else {
 #pragma omp simd reduction(max : smax) reduction(min : smin) reduction(| : nanc)
     for (std::int64_t j = lo; j < hi; ++j) {
@@ -1877,40 +1837,20 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
   // further ahead: the same within the noise.) A/B against no prefetch, AMD EPYC VM,
   // 2026-12-03, interleaved medians of 25 calls (an A/A pair 0.98-1.00 in the same runs):
   // one head, float64, 0.93-0.97 at n = 1024-4096, 1.00 at 512 (its scores stay in cache);
-  // float32 at 2048 0.92; 8 heads 0.93 at 512 and 0.94-1.00 at 2048.
-  if (next != nullptr) {
+  // float32 at 2048 0.92; 8 heads 0.93 at 512 and 0.94-1.00 at 2048. Where the first pass
+  // below runs, it reads the next row's scores itself, and the row after it is prefetched
+  // instead (A/B 0.975-0.983 one head n >= 2048 and 8 heads at 1024, within +-2% at 512;
+  // Intel VM, 2026-12-04).
+  if (next != nullptr && !fused) {
     const std::int64_t nl = l + 1, nh = split_key(nl);
     const std::int64_t plo = me.tm && me.t == 1 ? nh : 0, phi = me.tm && me.t == 0 ? nh : nl;
     prefetch_lines(next + plo, (phi - plo) * std::int64_t(sizeof(T)));
+  } else if (next2 != nullptr && fused) {
+    const std::int64_t nl = l + 2, nh = split_key(nl);
+    const std::int64_t plo = me.tm && me.t == 1 ? nh : 0, phi = me.tm && me.t == 0 ? nh : nl;
+    prefetch_lines(next2 + plo, (phi - plo) * std::int64_t(sizeof(T)));
   }
-  const bool e_in_range =
-      e_guess && qmax_f > -inf && e_ref >= qmax_f - kERefHi<T> && e_ref <= qmax_f + 8;
-  RowStart<T> rs;
-  if (me.tm && fused) {  // this worker's E_j and fresh keys final, then one exchange
-    if (!e_in_range && qmax_f > -inf) e_sum = e_pass<T>(lo, hi, w, qmax_f);
-    const T ref_own = qmax_f > -inf ? (e_in_range ? e_ref : qmax_f) : -inf;
-    std::int64_t nf_own = std::int64_t(n_fresh);
-    if (nf_own == 1 && hi == l && !(col[l - 1] > 0))
-      w.fresh[0] = l - 1;  // the diagonal, in worker 1's range
-    else if (nf_own > 0)
-      nf_own = gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(w.c[j] > 0); });
-    const double mine[6] = {double(smax), double(smin), double(nanc),
-                            double(ref_own), double(e_sum), double(nf_own)};
-    double other[6] = {-double(inf), double(inf), 0.0, -double(inf), 0.0, 0.0};
-    exchange(me, mine, 6, other);
-    smax = std::max(smax, T(other[0]));
-    smin = std::min(smin, T(other[1]));
-    nanc |= other[2] != 0.0 ? 1 : 0;
-    rs.exchanged = true;
-    rs.e_ready = true;
-    rs.e_ref = ref_own;
-    rs.e_sum = e_sum;
-    rs.n_fresh = nf_own;
-    rs.qmax_other = T(other[3]);
-    rs.acc_other = T(other[4]);
-    rs.nf_other = std::int64_t(other[5]);
-    st.e_kept = e_in_range;
-  } else if (me.tm) {
+  if (me.tm && !ahead) {
     const double mine[3] = {double(smax), double(smin), double(nanc)};
     double other[3] = {-double(inf), double(inf), 0.0};
     exchange(me, mine, 3, other);
@@ -1927,23 +1867,101 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     return st;
   }
   const T cut = -(Lim<T>::under + std::log(T(l)) + T(4)) / omr;  // weight < e^{-under}
-  if (me.tm && !fused) sync_columns<T>(me, l, me.t == 0 ? me.hi : me.lo, smin - smax > cut);
+  const bool unmasked = smin - smax > cut;  // every key survives
+  if (me.tm) {
+    const std::int64_t h = me.t == 0 ? me.hi : me.lo, last = me.last_split_h;
+    // the columns that change hands (sync_columns) were written by the other worker in the
+    // previous row: without this row's scan exchange, an exchange first wherever any do (the
+    // split point moved, once in 64 rows; a masked row, which worker 0 solves alone), which
+    // both workers see from the same numbers
+    if (ahead && (!unmasked || h > last)) {
+      const double mine[1] = {0.0};
+      double other[1];
+      exchange(me, mine, 1, other);
+    }
+    sync_columns<T>(me, l, h, unmasked);
+  }
   std::int64_t m = 0;
   T s_abs = 0;
-  if (smin - smax > cut && fused) {  // every key survives (no mask): the first pass stands
+  RowStart<T> rs;
+  if (unmasked && fused) {
+    // The first pass over this worker's keys: copies them into w (shifted by the row max),
+    // computes q_j = s_j - kappa log C_j and counts the fresh keys; with the previous row's
+    // max of q as a guess of this row's (w.e_ref), E_j = e^{q_j - e_ref} and their sum
+    // (solve_compact's P; recomputed there where the guess is more than kERefHi below the
+    // max or 8 above it: overflow, or keys lost to underflow); and it scans the next row's
+    // scores at the same keys (the next row's range and NaN check, above; the worker with
+    // the row's last key takes the next row's new one too). One pass where the scan, the
+    // copy and the E pass were three, and in a team one exchange a row less.
+    const T e_ref = w.e_ref;
+    const bool e_guess = std::isfinite(e_ref);
+    T qmax_f = -inf, e_sum = 0, n_fresh = 0;  // (T, not int: one lane width)
+    T nmax = -inf, nmin = inf, nnan = 0;
+    T* __restrict ws = w.s.data();
+    T* __restrict wc = w.c.data();
+    T* __restrict wl = w.lc.data();
+    T* __restrict wq = w.q.data();
+    T* __restrict wa = w.a.data();
+    auto pass = [&](auto with_e, auto with_next) {
+#pragma omp simd reduction(max : qmax_f, nmax, nnan) reduction(min : nmin) \
+    reduction(+ : e_sum, n_fresh)
+      for (std::int64_t j = lo; j < hi; ++j) {
+        const T sj = srow[j] - smax, cj = col[j], lj = lcol[j];
+        const bool old = cj > 0;
+        const T qj = old ? sj - kappa * lj : inf;
+        ws[j] = sj;
+        wc[j] = cj;
+        wl[j] = lj;
+        wq[j] = qj;
+        qmax_f = std::max(qmax_f, old ? qj : -inf);
+        n_fresh += old ? T(0) : T(1);
+        if constexpr (decltype(with_e)::value) {
+          const T ej = old ? fexp(qj - e_ref) : T(0);
+          wa[j] = ej;
+          e_sum += ej;
+        }
+        if constexpr (decltype(with_next)::value) {
+          const T v = next[j];
+          nnan = std::max(nnan, (v != v) ? T(1) : T(0));
+          nmax = v > nmax ? v : nmax;
+          nmin = v < nmin ? v : nmin;
+        }
+      }
+    };
+    if (e_guess && next != nullptr)
+      pass(std::true_type{}, std::true_type{});
+    else if (e_guess)
+      pass(std::true_type{}, std::false_type{});
+    else if (next != nullptr)
+      pass(std::false_type{}, std::true_type{});
+    else
+      pass(std::false_type{}, std::false_type{});
+    if (next != nullptr) {
+      if (hi == l) {  // the next row's new key
+        const T v = next[l];
+        nnan = std::max(nnan, (v != v) ? T(1) : T(0));
+        nmax = std::max(nmax, v);
+        nmin = std::min(nmin, v);
+      }
+      w.ahead_max = nmax;  // alone: the whole next row; in a team, this worker's part, which
+      w.ahead_min = nmin;  // solve_compact exchanges (RowStart::ahead_row)
+      w.ahead_nan = nnan;
+      if (!me.tm) w.ahead_row = l + 1;
+      rs.ahead_row = l + 1;
+    }
+    const bool e_in_range =
+        e_guess && qmax_f > -inf && e_ref >= qmax_f - kERefHi<T> && e_ref <= qmax_f + 8;
     rs.q_ready = true;
     rs.qmax = qmax_f;
-    if (!me.tm) {
-      rs.n_fresh = std::int64_t(n_fresh);
-      rs.e_ready = e_in_range;
-      rs.e_ref = e_ref;
-      rs.e_sum = e_sum;
-      st.e_kept = e_in_range;
-    }
+    rs.n_fresh = std::int64_t(n_fresh);
+    rs.e_ready = e_in_range;
+    rs.e_ref = e_ref;
+    rs.e_sum = e_sum;
+    st.e_kept = e_in_range;
     if (qmax_f > -inf) w.e_ref = qmax_f;
     m = l;
     s_abs = std::max(std::abs(smax), std::abs(smin));
-  } else if (smin - smax > cut) {  // (a team's) a contiguous copy, and the start's
+  } else if (unmasked) {  // a contiguous copy, and the start's
     // q_j = s_j - kappa log C_j in the same loop (see solve_compact)
     T qmax_own = -inf;
     T* __restrict ws = w.s.data();
@@ -1966,10 +1984,9 @@ RowStats solve_row(std::int64_t l, const T* srow, T* col, T* lcol, T* out, T kap
     s_abs = std::max(std::abs(smax), std::abs(smin));
   } else if (me.tm) {  // masked keys: the compaction is serial, worker 0 solves the row alone
     if (me.t == 1) return st;
-    if (fused) sync_columns<T>(me, l, me.hi, false);  // (all of worker 1's keys now)
     Member alone;
     return solve_row<T>(l, srow, col, lcol, out, kappa, omr, tol, max_iter, w, alone,
-                        stream_out);  // (the next row was prefetched above)
+                        stream_out);  // (the next row then scans its own scores)
   }
   for (std::int64_t j = 0; m < l && j < l; ++j) {
     const T v = srow[j] - smax;  // -inf for masked keys and overflowing differences
@@ -2177,6 +2194,7 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
   } fence{stream_out};
   const bool lead = me.tm == nullptr || me.t == 0;
   w.e_ref = std::numeric_limits<T>::quiet_NaN();  // (a slice's rows never guess from another's)
+  w.ahead_row = -1;
   const std::int64_t from = me.tm ? std::min(std::max(me.team_from, kSplitRow), n) : kSplitRow;
   double mi = 0, mr = 0, ok = 1, fb = 0, bad = 0, shared_rows = 0, series_rows = 0, e_rows = 0;
   Member alone;
@@ -2235,7 +2253,8 @@ void solve_slice(std::int64_t n, const T* sb, T* ob, T* col, T* lcol, T kappa, T
     if (!shared && !lead) continue;  // worker 1 waits for the next shared row's exchange
     RowStats st = solve_row<T>(l, sb + i * n, col, lcol, ob + i * n, kappa, omr, tol, max_iter,
                                w, shared ? me : alone, stream_out,
-                               i + 1 < n ? sb + (i + 1) * n : nullptr);
+                               i + 1 < n ? sb + (i + 1) * n : nullptr,
+                               i + 2 < n ? sb + (i + 2) * n : nullptr);
     // the upper triangle: halved between the workers of a shared row (one worker filling it
     // all left the other waiting at the exchanges), else by whoever solved the row; a team's
     // short rows at the hand-over (above)
@@ -2418,6 +2437,7 @@ std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, tor
     if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
     Member alone;
     w.e_ref = std::numeric_limits<double>::quiet_NaN();  // (no guess from another call's row)
+    w.ahead_row = -1;
     st = solve_row<double>(l, srow.data_ptr<double>(), col.data_ptr<double>(),
                            lcol.data_ptr<double>(), out.data_ptr<double>(), kappa, omr, tol,
                            max_iter, w, alone);
@@ -2426,6 +2446,7 @@ std::vector<torch::Tensor> stream_row(torch::Tensor srow, torch::Tensor col, tor
     if (std::int64_t(w.s.size()) < l) w.resize(std::max<std::int64_t>(l, 2 * w.s.size()));
     Member alone;
     w.e_ref = std::numeric_limits<float>::quiet_NaN();
+    w.ahead_row = -1;
     st = solve_row<float>(l, srow.data_ptr<float>(), col.data_ptr<float>(),
                           lcol.data_ptr<float>(), out.data_ptr<float>(), float(kappa),
                           float(omr), tol, max_iter, w, alone);
