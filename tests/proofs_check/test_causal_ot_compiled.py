@@ -686,12 +686,13 @@ def test_series_solve_in_a_team_matches_pure_torch_solver(two_threads, rho, monk
     assert (fast - ref).abs().max().item() <= 1e-10  # as above
 
 
-# --- A row solved alone reads its scores once (solve_row's fused first pass): the copy into the
-# work arrays (shifted by the diagonal's score), q_j, the fresh keys' count and, with the
-# previous row's max of q as a guess of this row's, E_j = e^{q_j - guess} and their sum; the E_j
-# are recomputed where the guess is out of range (max q - kERefHi to max q + 8: overflow, keys
-# lost to underflow). Stats column 9 counts the rows that kept them; PROOFS_CHECK_FUSED=0 turns
-# the pass off (the scan, copy and E pass apart, as before).
+# --- A row's first pass over a worker's keys (solve_row's fused pass): the copy into the work
+# arrays (shifted by the row max, from the previous row's pass, which scanned this row's
+# scores), q_j, the fresh keys' count and, with the previous row's max of q as a guess of this
+# row's, E_j = e^{q_j - guess} and their sum; the E_j are recomputed where the guess is out of
+# range (max q - kERefHi to max q + 8: overflow, keys lost to underflow). Stats column 9 counts
+# the rows that kept them (alone; worker 0's part in a team); PROOFS_CHECK_FUSED=0 turns the
+# pass off (the scan, copy and E pass apart, as before).
 
 
 @pytest.fixture
@@ -712,10 +713,11 @@ def test_fused_first_pass_keeps_its_guess_and_matches_pure_torch_solver(one_thre
     ref, _, _ = exact_dense(sh, live, rho, 1e-13, 100)  # the pure-torch joint Newton solver
     fast, st = _forward(s, rho)
     # no guess for the first two rows (the first with old keys is row 1), none for the masked
-    # rows; at score std 2 the max of q moves by more than 8 between rows now and then (the
-    # diagonal's score, the shift, is one draw): measured 409-417 rows of 418 (slice 0) and
-    # 391-398 of 398 (slice 1) here. A mutant whose E_j are 1e-9 too large fails the accuracy
-    # check below at rho = 0.3 (1.8e-10; where the far keys' weights come from the series)
+    # rows; at score std 2 the max of q moves by more than 8 between rows now and then:
+    # measured 416-418 rows of 418 (slice 0) and 398 of 398 (slice 1) here (409-417 and
+    # 391-398 with the diagonal's score as the shift). A mutant whose E_j are 1e-9 too large
+    # fails the accuracy check below at rho = 0.3 (1.8e-10; the far keys' weights from the
+    # series)
     assert st[0, 9] >= 0.97 * (n - 2) and st[1, 9] >= 0.97 * (n - 2 - 20)
     assert st[0, 9] <= n - 2 and st[1, 9] <= n - 2 - 20 and (st[:, 2] == 1).all()
     monkeypatch.setenv("PROOFS_CHECK_FUSED", "0")
@@ -757,8 +759,8 @@ def test_fused_first_pass_is_as_accurate_as_the_separate_passes(threads, std, rh
 
 def test_fused_first_pass_recomputes_e_when_its_guess_is_out_of_range(one_thread, monkeypatch):
     # Every other row's diagonal score 100 above the rest (the diagonal then takes almost all
-    # of that row's weight) moves the max of q, against the diagonal's score, by ~100 from row
-    # to row, beyond float32's range for the guess (E_j up to e^{+-100}: fexp clamps at
+    # of that row's weight) moves the max of q, against the row max, by ~100 from row to
+    # row, beyond float32's range for the guess (E_j up to e^{+-100}: fexp clamps at
     # e^88.7): the E_j must be recomputed there, and the weights be as accurate as with the
     # pass off. Reference: the pure-torch float64 solver at tol 1e-13; float32 allowed 1.5x
     # the pass-off path's error plus 2 ulp (as the series test).
