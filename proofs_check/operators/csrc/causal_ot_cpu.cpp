@@ -229,7 +229,7 @@ struct RowStats {
   int bad = 0;         // invalid row: 1 NaN score, 2 +inf score, 3 every key masked
   std::int64_t split_h = -1;  // a team's row normalised by both: its split key (-1: by one)
   bool series = false;  // solved by the series solve (solve_compact)
-  bool e_kept = false;  // solve_row's fused pass's E_j kept (its guess e_ref in range)
+  bool e_kept = false;  // solve_row's fused pass kept its E_j (its guess e_ref in range)
 };
 
 constexpr std::int64_t kMaxNear = 128;  // near keys solved inside the start (see below)
@@ -936,9 +936,9 @@ __attribute__((always_inline)) inline T series_poly(const T* e, T w, T w2, T w4,
 }
 
 // Whether rows take the series solve: PROOFS_CHECK_SERIES=0 never (tests compare the two),
-// read once per call (read_series_env) and by every row from here. Likewise whether a row
-// solved alone takes solve_row's fused first pass: PROOFS_CHECK_FUSED=0 never (the scan, the
-// copy and the E pass apart, as in a team's rows).
+// read once per call (read_series_env) and by every row from here. Likewise whether rows take
+// solve_row's fused first pass: PROOFS_CHECK_FUSED=0 never (the scan, the copy and the E pass
+// apart, each row's scores scanned by itself, as before 2026-12-04).
 std::atomic<bool> g_series_on{true};
 std::atomic<bool> g_fused_on{true};
 inline void read_series_env() {
@@ -1108,8 +1108,7 @@ struct RowStart {
   std::int64_t ahead_row = -1;
 };
 
-// One row on its m live keys (compacted): scores s (shifted by a score of the row, the row max
-// or, in solve_row's fused pass, the diagonal: all > -under/omr below the max),
+// One row on its m live keys (compacted): scores s (shifted so max = 0, all > -under/omr),
 // column masses c (>= 0) and lc = log c (any value where c = 0). On return a holds the
 // (unnormalised) weights e^{x_j} and ld = log(c_j + a_j) (x_j where c_j = 0); returns sum a.
 template <typename T>
@@ -1149,8 +1148,8 @@ T solve_compact(std::int64_t m, Work<T>& w, Member& me, T kappa, T omr, double t
   else
     nf_own = gather_if(lo, hi, w.fresh.data(), [&](std::int64_t j) { return !(c[j] > 0); });
   // E_j = e^{q_j - qmax_own} below, with qmax_own from here on the reference of the E_j: the
-  // caller's e_ref where its pass computed them (within [max q - 8, max q + kERefHi<T>], see
-  // solve_row, so that every later use of qmax_own as a bound of the E_j's scale holds)
+  // caller's e_ref where its pass computed them (e_ref within [max q - kERefHi<T>, max q + 8],
+  // see solve_row: no overflow, and every later use of qmax_own as the E_j's scale holds)
   T acc_own = 0;
   if (rs.e_ready && qmax_own > -inf) {
     acc_own = rs.e_sum;
@@ -2072,17 +2071,17 @@ constexpr std::int64_t kSplitRow = 256;
 // and its reads of the other worker's keys, each about one transfer of a cache line between
 // the two cores: so the row length from which sharing pays grows with that transfer's
 // latency. Measured, one head, A/B in one process against the team from row 256:
-// - Intel Xeon VM (2026-12-04), an exchange ~150 ns: the team from row 1024 took 0.85x the
+// - Intel Xeon VM (2026-12-04), an exchange 150-200 ns: the team from row 1024 took 0.85x the
 //   time at n = 512 and 1024, 0.96-0.97x at 2048 (0.89x in float32) and 0.95x at 4096; from
 //   512, 768 or 1536 no better than from 1024 (1.00-1.14x its time);
 // - AMD EPYC VM (2026-12-03), an exchange ~20 ns when both workers arrive together: the team
 //   from row 256 gained 4-10% over one thread at n = 512, 1.4x at 2048.
 // Hence the first shared row ~6 times the exchange's cost in ns, rounded (in log scale) to the
 // nearest of 256, 384, 512, 768, 1024, 1536, 2048 (the measurement's jitter, a few %, moves
-// it only near a boundary): 256 up to ~50 ns, 1024 from ~150 to ~210 ns. Measured at each call (the
-// median of three blocks of kCalibExchanges exchanges: a few us, against >= 0.3 ms for the
-// call) by worker 0, whose choice both take. PROOFS_CHECK_TEAM_FROM=r fixes it at r (tests);
-// PROOFS_CHECK_TEAM_EXCHANGE_NS=x takes x for the measured cost (tests of the rule).
+// it only near a boundary): 256 up to ~50 ns, 1024 from ~150 to ~210 ns. Measured at each
+// call (the median of three blocks of kCalibExchanges exchanges: a few us, against >= 0.3 ms
+// for the call) by worker 0, whose choice both take. PROOFS_CHECK_TEAM_FROM=r fixes it at r
+// (tests); PROOFS_CHECK_TEAM_EXCHANGE_NS=x takes x for the measured cost (tests of the rule).
 constexpr int kCalibExchanges = 8;
 constexpr double kTeamRowsPerNs = 6.0;
 inline std::int64_t team_row_for_cost(double ns) {
