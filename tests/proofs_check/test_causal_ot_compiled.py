@@ -352,9 +352,9 @@ def test_one_head_team_alternating_masked_and_split_rows_matches_pure_torch_solv
     # other's what changed hands: a masked row (solved by worker 0 alone, which first needs
     # worker 1's keys) followed by split rows (worker 1 then needs its keys back), and h moving
     # up (every 64 rows) in between. Rows 300, 301, 365, 430 masked, the rest split. With the
-    # fused first pass (the default) each worker takes them before its pass, on the guess that
-    # the row is split, and worker 0 the rest once a row shows masked keys; without it, after
-    # the row's scan (PROOFS_CHECK_FUSED=0)
+    # fused first pass (the default) a row's range and NaN check come from the previous row's
+    # pass, and the takes follow an exchange of their own where any are due; without it
+    # (PROOFS_CHECK_FUSED=0), the row's scan exchange
     monkeypatch.setenv("PROOFS_CHECK_FUSED", fused)
     s = rand_scores(1, 460, 460, seed=64, scale=2.0)
     for row in (300, 301, 365, 430):
