@@ -1,4 +1,4 @@
-"""Regenerate every theory figure of THEORY.md from the toolkit's own code.
+"""Regenerate every theory figure of docs/theory.md from the toolkit's own code.
 
 ``python paper_figs.py`` writes, for each figure, a PNG and a PDF to ``figures/`` and a
 ``figures/manifest.json`` that records per figure the numbers plotted (arrays longer than
@@ -11,7 +11,7 @@ adds no mathematics beyond measuring (maxima, differences, a least-squares slope
 one-line bounds of Theorem 1 drawn as reference lines.
 
 =================  =======  ===================================================================
-name               THEORY   content
+name               docs/theory.md   content
 =================  =======  ===================================================================
 obstruction        §1       trace(P)/n of the batch plan as rho -> 1; prefix leak beside the
                             prefix-consistent operator's (zero)
@@ -172,13 +172,13 @@ def _loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figure 1 (THEORY §1): the causal obstruction.
+# Figure 1 (docs/theory.md §1): the causal obstruction.
 # ---------------------------------------------------------------------------------------------
 def compute_obstruction(quick: bool = False) -> dict[str, Any]:
-    """Diagonal mass of the batch unbalanced plan vs rho, and the prefix leak (THEORY §1, §2.3).
+    """Diagonal mass of the batch unbalanced plan vs rho, and the prefix leak (docs/theory.md §1, §2.3).
 
     Panel (a): ``trace(P)/n`` of ``batch_unbalanced_sinkhorn`` on constant scores ``S = 0`` at
-    ``n = 32`` (THEORY §1: 0.16933, 0.31476, 0.60784, 0.86515 at rho = 0.5, 0.9, 0.99, 0.999),
+    ``n = 32`` (docs/theory.md §1: 0.16933, 0.31476, 0.60784, 0.86515 at rho = 0.5, 0.9, 0.99, 0.999),
     beside ``trace(A)/n`` of the prefix-consistent operator ``causal_ot_attention``.
     Panel (b): the leak ``max_{m, l, j <= m} |P_n[l,j] - P_m[l,j]|`` between the plan on the
     whole random-score sequence and the plan on its prefixes of length ``m``, for both
@@ -222,7 +222,7 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
             "scores_trace": "constant 0",
             "scores_leak": "standard normal, torch.Generator seed 1, float64",
             "prefix_lengths": prefixes,
-            "omitted": "rho = 0.9999 (THEORY: 0.97169) needs ~2.6e5 sweeps, about 10 s here",
+            "omitted": "rho = 0.9999 (docs/theory.md: 0.97169) needs ~2.6e5 sweeps, about 10 s here",
             "dtype": "float64",
             "device": "cpu",
         },
@@ -274,7 +274,7 @@ def plot_obstruction(data: Mapping[str, Any], fig: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figure 2 (THEORY §4): the exact scale-invariant prior.
+# Figure 2 (docs/theory.md §4): the exact scale-invariant prior.
 # ---------------------------------------------------------------------------------------------
 def compute_scale_invariant(quick: bool = False) -> dict[str, Any]:
     """``f_rho(y)`` with the discrete constant-score rows, and ``K_l`` against ``l`` (§4).
@@ -283,7 +283,7 @@ def compute_scale_invariant(quick: bool = False) -> dict[str, Any]:
     is drawn as ``l * a[l, j]`` at ``y = j / l`` (the per-key density) over
     ``priors.scale_invariant.density``. The Kolmogorov distance on the grid,
     ``K_l = max_j |sum_{i<=j} a[l,i] - Q(1-rho, ln(l/j))|``, and the sup over all real ``y``
-    (dominated by the diagonal atom; THEORY asks for it beside ``K_l``) are measured by
+    (dominated by the diagonal atom; docs/theory.md asks for it beside ``K_l``) are measured by
     ``proofs_check.measurements.grid_distances``, the function the check uses; the log-log
     slope of ``K_l`` is fitted by least squares.
     """
@@ -390,10 +390,10 @@ def plot_scale_invariant(data: Mapping[str, Any], fig: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figure 3 (THEORY §3): dilution under bounded scores (Theorem 1).
+# Figure 3 (docs/theory.md §3): dilution under bounded scores (Theorem 1).
 # ---------------------------------------------------------------------------------------------
 def compute_dilution(quick: bool = False) -> dict[str, Any]:
-    """Largest weight and window mass against ``l`` with the Theorem 1 bound (THEORY §3).
+    """Largest weight and window mass against ``l`` with the Theorem 1 bound (docs/theory.md §3).
 
     Scores with ``|s| <= B``: uniform random on ``[-B, B]`` (seed 2) and adversarial (``+B`` on
     the first ``W`` keys, ``-B`` elsewhere: a fixed early window favoured by every query).
@@ -493,7 +493,7 @@ def plot_dilution(data: Mapping[str, Any], fig: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figure 4 (THEORY §5): classification of encodings by distant mass.
+# Figure 4 (docs/theory.md §5): classification of encodings by distant mass.
 # ---------------------------------------------------------------------------------------------
 def _classification_encodings() -> list[tuple[str, str, Any]]:
     """(colour key, short label, encoding) for figure 4; parameters stated in the labels."""
@@ -523,7 +523,7 @@ def _classification_encodings() -> list[tuple[str, str, Any]]:
 
 
 def compute_classification(quick: bool = False) -> dict[str, Any]:
-    """``D_l(W)`` and ``M_l(W)`` against ``l`` from ``W`` to ``1e12`` (THEORY §5).
+    """``D_l(W)`` and ``M_l(W)`` against ``l`` from ``W`` to ``1e12`` (docs/theory.md §5).
 
     Every value is ``enc.distant_mass(W, l)`` / ``enc.window_mass(W, l)`` (exact, ``B = 0``,
     30 digits, plotted in float64); the class is ``enc.classify().label``. KERPLE-log is
@@ -602,10 +602,10 @@ def plot_classification(data: Mapping[str, Any], fig: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figure 5 (THEORY §6): window mass near exponent one.
+# Figure 5 (docs/theory.md §6): window mass near exponent one.
 # ---------------------------------------------------------------------------------------------
 def compute_near_one(quick: bool = False) -> dict[str, Any]:
-    """Exact ``M_n(W)`` against ``delta = alpha - 1`` with its brackets (THEORY §6).
+    """Exact ``M_n(W)`` against ``delta = alpha - 1`` with its brackets (docs/theory.md §6).
 
     ``LogDistance(1 + delta).window_mass(W, n)`` (exact, 30 digits), the integral and
     Euler–Maclaurin brackets of ``priors.brackets.window_mass_brackets``, the ``delta ln n -> 0``
@@ -707,10 +707,10 @@ def plot_near_one(data: Mapping[str, Any], fig: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figure 6 (THEORY §7): margin selection.
+# Figure 6 (docs/theory.md §7): margin selection.
 # ---------------------------------------------------------------------------------------------
 def compute_margin(quick: bool = False) -> dict[str, Any]:
-    """``delta*`` against ``lmax`` (``select_margin``) and the growth curve (THEORY §7).
+    """``delta*`` against ``lmax`` (``select_margin``) and the growth curve (docs/theory.md §7).
 
     Panel (b) draws ``D_l(W)`` of ``LogDistance(1 + delta*)`` for ``l`` in ``[W, lmax]``: by
     construction it rises by at most ``tau`` over the range (and touches ``tau`` at ``lmax``).
@@ -815,7 +815,7 @@ def plot_extrapolation(data: Mapping[str, Any], fig: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FigureSpec:
-    """One figure: its number, name, THEORY section, compute and plot functions, height."""
+    """One figure: its number, name, docs/theory.md section, compute and plot functions, height."""
 
     number: int
     name: str
@@ -1031,7 +1031,7 @@ def _parse_list(text: str, allowed: Sequence[str], what: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="paper_figs.py", description=(
-        "Regenerate the theory figures (THEORY.md §1-§7) from the toolkit's code: PNG and "
+        "Regenerate the theory figures (docs/theory.md §1-§7) from the toolkit's code: PNG and "
         "PDF per figure and manifest.json with the numbers plotted."))
     parser.add_argument("--out", default="figures", help="output directory (default figures/)")
     parser.add_argument("--only", default=None,

@@ -1,4 +1,4 @@
-"""Benchmark of the causal OT operator against masked softmax (THEORY §2).
+"""Benchmark of the causal OT operator against masked softmax (docs/theory.md §2).
 
 ``python -m benchmarks.operators [--quick] [--json] [--skip-stream] [--stream-n N]
 [--stream-rhos R,R,...] [--methods M,M,...]``

@@ -2,7 +2,7 @@
 
 No torch here, and nothing heavy at import time: ``python -m priors.margin`` must start
 fast. Import the submodules you need (``priors.harmonic``, ``priors.window``, ...).
-See THEORY.md §4–§7 for the statements computed here.
+See docs/theory.md §4–§7 for the statements computed here.
 """
 
 __all__: list[str] = []

@@ -1,4 +1,4 @@
-"""Two-sided brackets of generalised harmonic numbers and window masses (THEORY.md §6).
+"""Two-sided brackets of generalised harmonic numbers and window masses (docs/theory.md §6).
 
 For the log-distance prior ``b(d) = -alpha ln(1+d)`` the partial sums are
 ``S_m = H_m^(alpha) = sum_{k=1}^m k^-alpha`` and the window mass at length ``n`` is
@@ -201,7 +201,7 @@ def _em_arb(
 
 
 def integral_bracket(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> Bracket:
-    """Integral-test bracket ``L_m <= H_m^(alpha) <= U_m`` (THEORY.md §6).
+    """Integral-test bracket ``L_m <= H_m^(alpha) <= U_m`` (docs/theory.md §6).
 
     .. math::
 
@@ -245,7 +245,7 @@ def integral_bracket(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> Bracke
 def euler_maclaurin_bracket(
     m: int, alpha: object, *, terms: int | None = None, dps: int = DEFAULT_DPS
 ) -> Bracket:
-    """Euler–Maclaurin bracket of ``H_m^(alpha)`` with a rigorous remainder (THEORY.md §6).
+    """Euler–Maclaurin bracket of ``H_m^(alpha)`` with a rigorous remainder (docs/theory.md §6).
 
     ``H_m = sum_{k<N} k^-alpha + int_N^m x^-alpha dx + (N^-alpha + m^-alpha)/2
     + sum_{j=1}^p B_{2j}/(2j)! (alpha)_{2j-1} (N^{1-alpha-2j} - m^{1-alpha-2j}) + R_p``
@@ -307,7 +307,7 @@ def window_mass_brackets(
 ) -> dict[str, Bracket]:
     """Brackets of the log-distance window mass ``M_n(W) = H_W^(alpha) / H_n^(alpha)`` (§6).
 
-    ``"integral"``: ``(L_W / U_n, U_W / L_n)`` from ``integral_bracket`` (as in THEORY.md §6;
+    ``"integral"``: ``(L_W / U_n, U_W / L_n)`` from ``integral_bracket`` (as in docs/theory.md §6;
     the upper end can exceed 1 for small ``n``, it is not clipped);
     ``"euler_maclaurin"``: the same quotient of the Euler–Maclaurin brackets, which is
     ``10^-dps``-tight. Both certified (Arb, outward rounding). ``alpha > 0``.
@@ -350,7 +350,7 @@ def _mpf_arb(x: mpmath.mpf) -> flint.arb:
 def limit_window_mass_bracket(
     window: int, alpha: object, *, dps: int = DEFAULT_DPS
 ) -> Bracket:
-    """Bracket of ``M_inf(W) = H_W^(alpha) / zeta(alpha)`` (THEORY.md §6).
+    """Bracket of ``M_inf(W) = H_W^(alpha) / zeta(alpha)`` (docs/theory.md §6).
 
     For ``delta = alpha - 1 > 0``::
 
@@ -405,7 +405,7 @@ def zeta_bracket(alpha: object, *, dps: int = DEFAULT_DPS) -> Bracket:
 
 
 def near_one_limit(window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
-    """The ``delta ln n -> 0`` limit of ``M_n(W)``: ``H_W / H_n`` (THEORY.md §6).
+    """The ``delta ln n -> 0`` limit of ``M_n(W)``: ``H_W / H_n`` (docs/theory.md §6).
 
     ``H_W / H_n = (psi(W+1) + gamma_E) / (psi(n+1) + gamma_E)``, the non-summable law
     (about ``ln W / ln n`` to leading order only). ``dps`` significant digits.

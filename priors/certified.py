@@ -1,7 +1,7 @@
-"""Certified window and distant masses: Arb ball enclosures (THEORY.md §5–§6).
+"""Certified window and distant masses: Arb ball enclosures (docs/theory.md §5–§6).
 
 The rigorous mode of ``python -m priors.mass --certify``. For the encodings whose prior
-partial sums have a closed form, the two sums of THEORY.md §5,
+partial sums have a closed form, the two sums of docs/theory.md §5,
 
     S_W = sum_{d<W} e^{b(d)},      T = sum_{d=W}^{l-1} e^{b(d)}      (the tail, never S_l - S_W),
 
@@ -75,7 +75,7 @@ __all__ = [
     "prec_for_digits",
 ]
 
-#: Encodings with a certified mode (their ``name``), in the order of THEORY.md §5.
+#: Encodings with a certified mode (their ``name``), in the order of docs/theory.md §5.
 CERTIFIED_ENCODINGS = ("nope", "alibi", "log-distance", "kerple-log", "t5")
 #: Guard bits of the first attempt on top of the requested precision.
 _GUARD_BITS = 32
@@ -87,7 +87,7 @@ Pair = tuple[flint.arb, flint.arb]
 
 @dataclass(frozen=True)
 class CertifiedMasses:
-    """Ball enclosures of the masses of one encoding at one ``(W, l)`` (THEORY.md §5).
+    """Ball enclosures of the masses of one encoding at one ``(W, l)`` (docs/theory.md §5).
 
     ``window_mass``, ``distant_mass`` and ``limit_window_mass`` are the ``B = 0`` values;
     ``window_mass_bracket = (M^-, M^+)`` and ``distant_mass_bracket = (D^-, D^+)`` are
@@ -202,7 +202,7 @@ def certified_masses(
     window, length : int
         ``1 <= W <= l <= 1e18``.
     score_bound : float
-        Content-score bound ``B >= 0`` (THEORY.md §5); ``E = e^{2B}`` enters as a ball.
+        Content-score bound ``B >= 0`` (docs/theory.md §5); ``E = e^{2B}`` enters as a ball.
     prec : int
         Bits of relative accuracy of every ball (``>= 16``).
 
@@ -222,7 +222,7 @@ def certified_masses(
     work = prec + _GUARD_BITS
     for attempt in range(_MAX_DOUBLINGS + 1):
         with flint.ctx.workprec(work):
-            # S_W, T and S_inf (None when the prior is not summable), THEORY.md §5
+            # S_W, T and S_inf (None when the prior is not summable), docs/theory.md §5
             s_w = enc._weight_sum_arb(0, w)
             tail = enc._weight_sum_arb(w, n)
             total = enc._weight_sum_arb(0, None)

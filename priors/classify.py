@@ -1,4 +1,4 @@
-"""Summable or diluting: the class of a positional prior (THEORY.md §5, Theorem 3).
+"""Summable or diluting: the class of a positional prior (docs/theory.md §5, Theorem 3).
 
 With prior partial sums ``S_m = sum_{d<m} e^{b(d)}`` and content scores ``|s| <= B``:
 
@@ -62,7 +62,7 @@ MIN_SAMPLES = 16
 
 @dataclass(frozen=True)
 class Classification:
-    """The class of a prior with its rate and evidence (THEORY.md §5).
+    """The class of a prior with its rate and evidence (docs/theory.md §5).
 
     Attributes
     ----------

@@ -46,7 +46,7 @@ __all__ = [
     "run",
 ]
 
-#: Largest count accepted by ``count`` (lengths and windows, THEORY.md §5: up to 1e18).
+#: Largest count accepted by ``count`` (lengths and windows, docs/theory.md §5: up to 1e18).
 MAX_COUNT = 10**18
 #: Longest echo of a user's value inside a message.
 _ECHO = 40

@@ -1,4 +1,4 @@
-"""Window and distant masses of a prior under bounded content scores (THEORY.md §5).
+"""Window and distant masses of a prior under bounded content scores (docs/theory.md §5).
 
 A row of attention with additive prior weights ``e^{b(d)}`` and content scores
 ``|s| <= B`` puts on the window (distances ``d < W``) the mass
@@ -37,7 +37,7 @@ Num = TypeVar("Num")
 
 
 def window_mass_bounds(window_sum: Num, tail_sum: Num, score_factor: Num) -> tuple[Num, Num]:
-    """``(M^-, M^+)`` of THEORY.md §5 from ``S_W``, ``T_l = S_l - S_W`` and ``E = e^{2B}``.
+    """``(M^-, M^+)`` of docs/theory.md §5 from ``S_W``, ``T_l = S_l - S_W`` and ``E = e^{2B}``.
 
     ``M^- = S_W / (S_W + E T)``, ``M^+ = E S_W / (E S_W + T)``. With ``E = 1`` (``B = 0``)
     both are the exact prior window mass ``S_W / S_l``.
@@ -48,7 +48,7 @@ def window_mass_bounds(window_sum: Num, tail_sum: Num, score_factor: Num) -> tup
 
 
 def distant_mass_bounds(window_sum: Num, tail_sum: Num, score_factor: Num) -> tuple[Num, Num]:
-    """``(D^-, D^+)`` of THEORY.md §5: ``D^- = T / (E S_W + T)``, ``D^+ = E T / (S_W + E T)``.
+    """``(D^-, D^+)`` of docs/theory.md §5: ``D^- = T / (E S_W + T)``, ``D^+ = E T / (S_W + E T)``.
 
     ``D^- = 1 - M^+`` and ``D^+ = 1 - M^-``, computed without the subtraction.
     """

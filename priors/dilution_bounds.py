@@ -1,4 +1,4 @@
-"""The closed-form bounds of Theorem 1 (THEORY.md §3, docs/theory.md §3): dilution.
+"""The closed-form bounds of Theorem 1 (docs/theory.md §3): dilution.
 
 If the content scores satisfy ``|s[l,j]| <= B``, the prefix-consistent operator at balance
 ``rho`` in ``[0, 1)`` (``kappa = rho / (1 - rho)``) satisfies, for every row ``l`` and key

@@ -1,4 +1,4 @@
-"""Generalised harmonic numbers ``H_m^(alpha) = sum_{k=1}^m k^-alpha`` (THEORY.md §6).
+"""Generalised harmonic numbers ``H_m^(alpha) = sum_{k=1}^m k^-alpha`` (docs/theory.md §6).
 
 These are the partial sums ``S_m`` of the log-distance prior ``b(d) = -alpha ln(1+d)``:
 ``S_m = sum_{d<m} (1+d)^-alpha = H_m^(alpha)``.
@@ -83,7 +83,7 @@ def power_sum(
     re-evaluation at higher precision, so the result has ``dps`` significant digits.
 
     With ``shift = 1`` this is the log-distance prior mass on distances ``lo <= d < hi``
-    (THEORY.md §5–§6); KERPLE-log ``(1 + r2 d)^-r1 = r2^-r1 (d + 1/r2)^-r1`` uses
+    (docs/theory.md §5–§6); KERPLE-log ``(1 + r2 d)^-r1 = r2^-r1 (d + 1/r2)^-r1`` uses
     ``shift = 1/r2``.
 
     Parameters
@@ -153,13 +153,13 @@ def harmonic_tail(lo: int, hi: int, alpha: object, *, dps: int = DEFAULT_DPS) ->
     """Tail sum ``sum_{k=lo+1}^{hi} k^-alpha = H_hi^(alpha) - H_lo^(alpha)`` without cancellation.
 
     The log-distance prior mass ``S_hi - S_lo`` on the distances ``lo <= d < hi``
-    (THEORY.md §5–§6); ``power_sum`` with ``shift = 1``.
+    (docs/theory.md §5–§6); ``power_sum`` with ``shift = 1``.
     """
     return power_sum(lo, hi, alpha, shift=1, dps=dps)
 
 
 def harmonic_number(m: int, alpha: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
-    """Generalised harmonic number ``H_m^(alpha) = sum_{k=1}^m k^-alpha`` (THEORY.md §6).
+    """Generalised harmonic number ``H_m^(alpha) = sum_{k=1}^m k^-alpha`` (docs/theory.md §6).
 
     ``zeta(alpha) - zeta(alpha, m+1)`` for ``alpha != 1`` and ``psi(m+1) + gamma_E`` for
     ``alpha == 1``, with the cancellation near ``alpha = 1`` recovered (see
@@ -284,7 +284,7 @@ def power_sum_arb(
     ``prec`` bits of relative accuracy (or the width of an input ball limits it).
 
     With ``shift = 1`` this is the log-distance prior mass on ``lo <= d < hi``
-    (THEORY.md §5–§6); KERPLE-log is ``r2^-r1`` times the sum at ``shift = 1/r2``.
+    (docs/theory.md §5–§6); KERPLE-log is ``r2^-r1`` times the sum at ``shift = 1/r2``.
     """
     import flint
 

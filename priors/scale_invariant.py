@@ -1,4 +1,4 @@
-"""The exact scale-invariant prior of causal OT attention with constant scores (THEORY.md §4).
+"""The exact scale-invariant prior of causal OT attention with constant scores (docs/theory.md §4).
 
 In the continuum limit (rows ``t > 0``, keys ``s in (0, t]``) the prefix-consistent
 operator with balancing strength ``rho in [0, 1)`` and constant scores has the exact

@@ -1,5 +1,5 @@
-"""Symbolic (sympy) verification: the scale-invariant prior of THEORY.md §4, and the
-class of an encoding (THEORY.md §5) by sympy's convergence test of its summand.
+"""Symbolic (sympy) verification: the scale-invariant prior of docs/theory.md §4, and the
+class of an encoding (docs/theory.md §5) by sympy's convergence test of its summand.
 
 sympy is imported inside the functions only: ``import priors.symbolic`` is free.
 
@@ -65,7 +65,7 @@ __all__ = [
 
 
 def prior_expressions() -> dict[str, Any]:
-    """Symbols and closed forms of THEORY.md §4 as sympy objects.
+    """Symbols and closed forms of docs/theory.md §4 as sympy objects.
 
     Keys: symbols ``a`` (``= 1 - rho``, positive), ``rho``, ``kappa``, ``y``, ``u``, ``L``, ``q``,
     ``X`` (all positive) and expressions ``f``, ``F`` (in ``y``), ``Z1`` (``Z(1)``), ``M`` and
@@ -145,7 +145,7 @@ def residuals(expr: dict[str, Any]) -> dict[str, sympy.Expr]:
 
 
 def verify_scale_invariant_prior() -> dict[str, sympy.Expr]:
-    """Residuals of the §4 identities for the closed forms of THEORY.md; all simplify to 0.
+    """Residuals of the §4 identities for the closed forms of docs/theory.md; all simplify to 0.
 
     >>> res = verify_scale_invariant_prior()
     >>> sorted(name for name, r in res.items() if r != 0)
@@ -183,7 +183,7 @@ def symbolic_label(enc: Encoding) -> str:
 
 
 def classify(enc: Encoding, *, symbolic: bool = False) -> Classification:
-    """The class of ``enc`` (THEORY.md §5).
+    """The class of ``enc`` (docs/theory.md §5).
 
     ``symbolic=False``: the encoding's closed-form (or numeric) classification.
     ``symbolic=True``: additionally run sympy's convergence test on ``e^{b(d)}`` for the

@@ -69,7 +69,7 @@ def as_count(value: object, name: str, *, minimum: int = 0) -> int:
 
 
 def check_window_length(window: object, length: object) -> tuple[int, int]:
-    """Validate ``1 <= window <= length <= 1e18`` (THEORY.md §5 needs ``l >= W``)."""
+    """Validate ``1 <= window <= length <= 1e18`` (docs/theory.md §5 needs ``l >= W``)."""
     w = as_count(window, "window", minimum=1)
     n = as_count(length, "length", minimum=1)
     if n < w:

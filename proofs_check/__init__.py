@@ -1,4 +1,4 @@
-"""Reference PyTorch operators of THEORY.md and one executable check per theorem.
+"""Reference PyTorch operators of docs/theory.md and one executable check per theorem.
 
 Run ``python -m proofs_check`` for the report.
 """

@@ -1,6 +1,6 @@
 """The report command: run the theorem checks and print what held (``python -m proofs_check``).
 
-Every check registered in ``proofs_check.theorems`` (one module per statement of THEORY.md)
+Every check registered in ``proofs_check.theorems`` (one module per statement of docs/theory.md)
 is run at its ``default`` size (``--full``: the thorough sizes; the test suite uses ``ci``),
 and one row per check is printed: theorem, what was measured, the measured value, the
 relation and the bound or closed form it was compared with, the allowance the check grants
@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p = Parser(
         prog=PROG,
         description=(
-            "Run the executable theorem checks of THEORY.md and print a table: theorem, "
+            "Run the executable theorem checks of docs/theory.md and print a table: theorem, "
             "what was measured, bound, allowance, slack, holds, time. Exit 1 if any check "
             "fails."
         ),

@@ -45,7 +45,7 @@ class CheckResult:
     Attributes
     ----------
     check : short identifier, e.g. ``"thm1_weight_bound"``.
-    theorem : the statement and its THEORY.md section, e.g. ``"Theorem 1 (§3)"``.
+    theorem : the statement and its docs/theory.md section, e.g. ``"Theorem 1 (§3)"``.
     quantity : what was measured, in words a reader of the report understands.
     measured : the measured value (the worst case over everything the check ran).
     reference : the bound or closed form it is compared with.

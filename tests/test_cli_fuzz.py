@@ -1,4 +1,4 @@
-"""Hostile input for every command line: the contract of ``priors.cli`` (issue 14).
+"""Hostile input for every command line: the contract of ``priors.cli``.
 
 Each example gives one option of one command a value from a grammar of hostile values
 (huge, tiny, negative, nan, +-inf, long decimals, huge integers, empty, non-numeric,

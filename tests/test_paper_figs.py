@@ -1,9 +1,9 @@
-"""Smoke and agreement tests of ``paper_figs.py`` (issue 6).
+"""Smoke and agreement tests of ``paper_figs.py``.
 
 One ``--quick`` run of every figure (module fixture) is checked three ways: every file exists
 and is a well-formed PNG/PDF; the manifest records parameters, versions and the numbers
 plotted; and the manifest's key numbers agree with what the library computes directly, and
-where possible with an independent route (mpmath closed forms, THEORY.md's quoted values).
+where possible with an independent route (mpmath closed forms, docs/theory.md's quoted values).
 The command line's bad-input handling and the all-or-nothing writing are tested on cheap
 stand-in figures.
 """
@@ -94,14 +94,14 @@ def test_margin_deltas_agree_with_select_margin(quick_run: tuple[Path, dict]) ->
         # selector's bracket width 1e-9 times dG/ddelta / G of order 1-10 here)
         assert g["distant_mass"][-1] == pytest.approx(g["tol"], rel=1e-8)
         assert max(g["distant_mass"]) <= g["tol"] * (1 + 1e-8)
-    # independent: THEORY §7 reference rows (printed to 10 digits)
+    # independent: docs/theory.md §7 reference rows (printed to 10 digits)
     theory = {(512, 65536, 0.1): 0.3054437527, (64, 4096, 0.1): 0.4589094374,
               (512, 65536, 0.01): 0.6756022922}
     found = {(g["window"], g["lmax"], g["tol"]): g["delta"] for g in growth}
     assert set(theory) <= set(found)
     for key, value in theory.items():
         assert found[key] == pytest.approx(value, abs=1e-10)
-    # the sweep is nondecreasing in lmax (a defining property, THEORY §7)
+    # the sweep is nondecreasing in lmax (a defining property, docs/theory.md §7)
     for s in fig["data"]["sweep"].values():
         d = s["delta"]
         assert all(b >= a - 1e-12 for a, b in itertools.pairwise(d)), s
@@ -116,7 +116,7 @@ def test_classification_masses(quick_run: tuple[Path, dict]) -> None:
     lengths = fig["data"]["lengths"]
     curves = {c["label"]: c for c in fig["data"]["curves"]}
     nope = next(c for c in curves.values() if c["encoding"] == "nope")
-    # NoPE closed form D_l(W) = 1 - W/l (THEORY §5), exact rational arithmetic
+    # NoPE closed form D_l(W) = 1 - W/l (docs/theory.md §5), exact rational arithmetic
     for n, d in zip(lengths, nope["distant_mass"], strict=True):
         assert d == pytest.approx((n - w) / n, rel=1e-15, abs=1e-300)
         assert d == pytest.approx(float(NoPE().distant_mass(w, n)), rel=1e-15, abs=1e-300)
@@ -144,7 +144,7 @@ def test_classification_masses(quick_run: tuple[Path, dict]) -> None:
                                                       rel=1e-15)
         for m, d in zip(c["window_mass"], c["distant_mass"], strict=True):
             assert m + d == pytest.approx(1.0, abs=4e-16)  # two float64 roundings
-    # ALiBi closed form (THEORY §5): D_l(W) = (e^{-mW} - e^{-ml}) / (1 - e^{-ml})
+    # ALiBi closed form (docs/theory.md §5): D_l(W) = (e^{-mW} - e^{-ml}) / (1 - e^{-ml})
     alibi = next(c for c in curves.values() if c["encoding"] == "alibi")
     slope = alibi["params"]["slope"]
     for n, d in zip(lengths, alibi["distant_mass"], strict=True):
@@ -178,7 +178,7 @@ def test_near_one_values(quick_run: tuple[Path, dict]) -> None:
             # the brackets hold (float64 roundings of certified ends: 1 ulp slack)
             assert ilo * (1 - 2**-52) <= m <= ihi * (1 + 2**-52)
             assert elo * (1 - 2**-52) <= m <= ehi * (1 + 2**-52)
-    # THEORY §6: at W = 512, n = 1e12, delta -> 0 the value is 0.24165 (5 printed digits)
+    # docs/theory.md §6: at W = 512, n = 1e12, delta -> 0 the value is 0.24165 (5 printed digits)
     assert w == 512
     lim = fig["data"]["series"]["1000000000000"]["near_one_limit"]
     assert lim == pytest.approx(0.24165, abs=5e-6)
@@ -246,7 +246,7 @@ def test_scale_invariant_values(quick_run: tuple[Path, dict]) -> None:
         worst = max(worst, abs(total - float(key_cdf(1 / 3, row_length, j, dps=20))))
     assert data["kolmogorov"][key][lengths.index(row_length)] == pytest.approx(worst,
                                                                               abs=1e-12)
-    # THEORY §4 (independent float64 measurement): K_256 = 0.00668 at rho = 1/3
+    # docs/theory.md §4 (independent float64 measurement): K_256 = 0.00668 at rho = 1/3
     assert data["kolmogorov"][key][lengths.index(256)] == pytest.approx(0.00668, abs=5e-6)
 
 

@@ -1,6 +1,6 @@
 """From a checkpoint's ``config.json`` (and weights) to one positional prior per head.
 
-Each model family maps to one mechanism of THEORY.md §5 (docs/theory.md §5):
+Each model family maps to one mechanism of docs/theory.md §5 (docs/theory.md §5):
 
 * ``alibi`` (BLOOM, MPT, Falcon with ``alibi: true``, any config saying ALiBi): the bias
   ``-m_h d`` with the family's own slopes and scale, the same in every layer;
@@ -161,7 +161,7 @@ def _dilutes_bounded(mechanism: str, why: str) -> Classification:
         {
             "test": "no additive distance bias: uniform prior (NoPE), bounded scores",
             "why": why,
-            "theorem": "THEORY.md §5: M_l(W) <= e^{2B} W / l -> 0 for |s| <= B",
+            "theorem": "docs/theory.md §5: M_l(W) <= e^{2B} W / l -> 0 for |s| <= B",
         },
     )
 

@@ -1,4 +1,4 @@
-"""``--measure``: run the checkpoint and check Theorem 3 on its attention (THEORY.md §5).
+"""``--measure``: run the checkpoint and check Theorem 3 on its attention (docs/theory.md §5).
 
 Imports torch and transformers (so it is imported only for ``--measure``). The model is
 loaded from the local directory (``local_files_only``, ``HF_HUB_OFFLINE=1``) with

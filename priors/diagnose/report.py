@@ -1,4 +1,4 @@
-"""Per-head masses, limits, brackets and the growth test of a checkpoint (THEORY.md §5, §7).
+"""Per-head masses, limits, brackets and the growth test of a checkpoint (docs/theory.md §5, §7).
 
 For every distinct prior found by ``priors.diagnose.families`` (docs/theory.md §5):
 
@@ -10,7 +10,7 @@ For every distinct prior found by ``priors.diagnose.families`` (docs/theory.md �
   ``S_W / (S_W + e^{2B} T_l) <= M_l(W) <= e^{2B} S_W / (e^{2B} S_W + T_l)``;
 * with a tolerance ``tol``, the growth ``G = D^+_{L1} - D^-_{L0}`` (``= D_{L1} - D_{L0}`` at
   ``B = 0``) between ``L0 = lmin`` and the longest length ``L1``, whether ``G <= tol``, and
-  the margin ``delta*`` of ``priors.margin.select_margin`` (THEORY.md §7): a log-distance
+  the margin ``delta*`` of ``priors.margin.select_margin`` (docs/theory.md §7): a log-distance
   prior ``-alpha ln(1+d)`` with ``alpha >= 1 + delta*`` keeps the growth within ``tol``.
 
 Each distinct encoding is evaluated once, however many heads share it. Masses are exact for
@@ -150,7 +150,7 @@ class Diagnosis:
                 "sup_method": self.margin.sup_method,
                 "sup_explanation": self.margin.sup_explanation,
                 "meaning": "a log-distance prior -alpha ln(1+d) with alpha >= 1 + delta keeps "
-                "the growth of the distant mass within tol (THEORY.md §7); "
+                "the growth of the distant mass within tol (docs/theory.md §7); "
                 + ("proven bracket" if self.margin.delta_lo_proven else
                    f"upper end proven; lower end not proven: {self.margin.delta_lo_reason}"),
             }
@@ -206,7 +206,7 @@ class Diagnosis:
                 )
                 lines.append(
                     f"  margin: a log-distance prior -alpha ln(1+d) with alpha >= 1 + "
-                    f"{self.margin.delta:.10g} keeps it within tol ({bracket}, THEORY.md §7, "
+                    f"{self.margin.delta:.10g} keeps it within tol ({bracket}, docs/theory.md §7, "
                     "priors.margin)"
                 )
         if self.measurement is not None:

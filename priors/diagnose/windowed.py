@@ -6,7 +6,7 @@ keys is the base prior restricted to ``d < span``::
 
     weight_sum(lo, hi) = base.weight_sum(min(lo, span), min(hi, span)),
 
-so ``S_inf = S_span`` is finite: the prior is summable in the sense of THEORY.md §5
+so ``S_inf = S_span`` is finite: the prior is summable in the sense of docs/theory.md §5
 (docs/theory.md §5) and ``D_l(W) = (S_span - S_W) / S_span`` for every ``l >= span``. The
 distant mass stops growing because the distant keys are *masked*, not because the prior
 concentrates: nothing beyond ``span`` can be attended to at all.

@@ -1,4 +1,4 @@
-"""Positional priors: one module per encoding, one shared interface (THEORY.md §5).
+"""Positional priors: one module per encoding, one shared interface (docs/theory.md §5).
 
 Every encoding is a frozen dataclass with ``name``, ``params``, ``bias(d, *, length)``,
 ``weight_sum(lo, hi)``, ``partial_sum(m)`` (``S_m = sum_{d<m} e^{b(d)}``),
@@ -19,7 +19,7 @@ class              bias ``b(d)``                   class        sums
 ``UserBias``       given values + stated tail      from tail    exact + closed tail
 =================  ==============================  ===========  ======================
 
-Encodings outside the list are classified through THEORY.md §5 directly. Worked
+Encodings outside the list are classified through docs/theory.md §5 directly. Worked
 examples (``docs/encodings.md`` has the numbers):
 
 * FIRE (Li et al. 2023): ``b(l, j) = f_theta(psi(l-j) / psi(max(L, l)))`` with

@@ -1,4 +1,4 @@
-"""ALiBi: linear bias ``b(d) = -m d``, slope ``m > 0`` (THEORY.md §5).
+"""ALiBi: linear bias ``b(d) = -m d``, slope ``m > 0`` (docs/theory.md §5).
 
 Geometric prior: with ``r = e^{-m}``,
 
@@ -76,7 +76,7 @@ def alibi_slopes(num_heads: int, *, variant: str = "reference") -> list[float]:
 
 @dataclass(frozen=True)
 class ALiBi(Encoding):
-    """``b(d) = -slope * d`` with ``slope > 0`` (THEORY.md §5): summable,
+    """``b(d) = -slope * d`` with ``slope > 0`` (docs/theory.md §5): summable,
     ``M_inf(W) = 1 - e^{-slope W}``."""
 
     slope: float = 0.5

@@ -1,13 +1,13 @@
-"""The shared interface of every positional prior (THEORY.md §5).
+"""The shared interface of every positional prior (docs/theory.md §5).
 
 An additive distance bias ``b(d)`` (``d = l - j >= 0``) is the prior
-``pi_l(j) ∝ exp(b(l - j))`` of the entropic-OT view (THEORY.md §1). Everything the
+``pi_l(j) ∝ exp(b(l - j))`` of the entropic-OT view (docs/theory.md §1). Everything the
 toolkit computes about it follows from one primitive, the prior mass on a range of
 distances::
 
     weight_sum(lo, hi) = sum_{d=lo}^{hi-1} e^{b(d)}        (S_m = weight_sum(0, m))
 
-With it, at query length ``l`` and content scores ``B = 0`` (THEORY.md §5)::
+With it, at query length ``l`` and content scores ``B = 0`` (docs/theory.md §5)::
 
     M_l(W) = S_W / (S_W + T),   D_l(W) = T / (S_W + T),   T = weight_sum(W, l),
 
@@ -103,7 +103,7 @@ def _as_distances(d: object, length: int | None) -> tuple[np.ndarray, bool]:
 
 @dataclass(frozen=True)
 class Encoding(ABC):
-    """A positional prior ``e^{b(d)}`` on distances ``d >= 0`` (THEORY.md §5).
+    """A positional prior ``e^{b(d)}`` on distances ``d >= 0`` (docs/theory.md §5).
 
     Subclasses are frozen dataclasses whose ``__post_init__`` validates the parameters
     (``ValueError`` naming the argument) and implement ``_bias`` and ``weight_sum``.
@@ -184,7 +184,7 @@ class Encoding(ABC):
     def partial_sum(
         self, m: int, *, length: int | None = None, dps: int = DEFAULT_DPS
     ) -> mpmath.mpf:
-        """``S_m = sum_{d<m} e^{b(d)}`` (THEORY.md §5), ``dps`` digits, O(1) in ``m`` where a
+        """``S_m = sum_{d<m} e^{b(d)}`` (docs/theory.md §5), ``dps`` digits, O(1) in ``m`` where a
         closed form exists."""
         return self.weight_sum(0, m, length=length, dps=dps)
 
@@ -218,7 +218,7 @@ class Encoding(ABC):
             )
 
     def window_mass(self, window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
-        """Exact window mass ``M_l(W) = S_W / S_l`` at ``B = 0`` (THEORY.md §5)."""
+        """Exact window mass ``M_l(W) = S_W / S_l`` at ``B = 0`` (docs/theory.md §5)."""
         s_w, tail, dps = self._masses(window, length, dps)
         return _share(s_w, tail, dps=dps)
 
@@ -235,7 +235,7 @@ class Encoding(ABC):
         return True
 
     def limit_window_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
-        """``M_inf(W) = S_W / S_inf`` (THEORY.md §5); 0 for a diluting prior."""
+        """``M_inf(W) = S_W / S_inf`` (docs/theory.md §5); 0 for a diluting prior."""
         w = as_count(window, "window", minimum=1)
         dps = check_dps(dps)
         total = self.total_sum(dps=dps + GUARD_DPS)
@@ -267,7 +267,7 @@ class Encoding(ABC):
 
     @abstractmethod
     def classify(self) -> Classification:
-        """Summable or dilutes, with the rate and the evidence (THEORY.md §5)."""
+        """Summable or dilutes, with the rate and the evidence (docs/theory.md §5)."""
 
     def sympy_summand(self, d: Any) -> Any:
         """``e^{b(d)}`` as a sympy expression in the symbol ``d`` (closed-form families)."""
@@ -278,7 +278,7 @@ class Encoding(ABC):
     def series_brackets(
         self, window: int, length: int, *, dps: int
     ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
-        """Series brackets of the ``B = 0`` window mass ``M_l(W)`` (THEORY.md §6), by
+        """Series brackets of the ``B = 0`` window mass ``M_l(W)`` (docs/theory.md §6), by
         method name, with ``dps`` digits and clipped to ``[0, 1]`` (a mass lies there);
         ``None`` (the default) for an encoding without them. ``window`` and ``length``
         are validated (``check_window_length``)."""

@@ -1,4 +1,4 @@
-"""The causal-OT scale-invariant prior of Theorem 2 (THEORY.md §4, last row of §5's table).
+"""The causal-OT scale-invariant prior of Theorem 2 (docs/theory.md §4, last row of §5's table).
 
 Under constant scores the prefix-consistent operator's continuum limit draws key ``s``
 from row ``t`` with ``ln(t/s) ~ Gamma(shape 1-rho, rate 1)``. Its discrete prior at query
@@ -87,7 +87,7 @@ class CausalOTPrior(Encoding):
         return mpmath.gammainc(a, x1, x2, regularized=True)
 
     def window_mass(self, window: int, length: int, *, dps: int = 30) -> mpmath.mpf:
-        """``M_l(W) = P(1-rho, -ln(1 - W/l))`` (THEORY.md §4), equal to ``S_W / S_l``."""
+        """``M_l(W) = P(1-rho, -ln(1 - W/l))`` (docs/theory.md §4), equal to ``S_W / S_l``."""
         return super().window_mass(window, length, dps=dps)
 
     def limit_window_mass(self, window: int, *, dps: int = 30) -> mpmath.mpf:
@@ -99,7 +99,7 @@ class CausalOTPrior(Encoding):
             "dilutes",
             "l^-(1-rho)",
             {
-                "test": "scale-invariant prior (depends on d/l only), THEORY §4",
+                "test": "scale-invariant prior (depends on d/l only), docs/theory.md §4",
                 "window_mass": "P(1-rho, -ln(1-W/l)) ~ (W/l)^(1-rho)/Gamma(2-rho)",
                 "exponent": 1 - self.rho,
             },

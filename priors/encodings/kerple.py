@@ -1,4 +1,4 @@
-"""KERPLE biases (Chi et al. 2022), THEORY.md §5.
+"""KERPLE biases (Chi et al. 2022), docs/theory.md §5.
 
 * KERPLE-log ``b(d) = -r1 ln(1 + r2 d)``, ``r1, r2 > 0``: ``e^{b(d)} = r2^-r1 (d + 1/r2)^-r1``,
   a shifted p-series, summed in closed form by ``priors.harmonic.power_sum`` with

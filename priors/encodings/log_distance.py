@@ -1,4 +1,4 @@
-"""Log-distance (power-law) prior ``b(d) = -alpha ln(1+d)`` (THEORY.md §5–§6).
+"""Log-distance (power-law) prior ``b(d) = -alpha ln(1+d)`` (docs/theory.md §5–§6).
 
 ``e^{b(d)} = (1+d)^-alpha``, so ``S_m = H_m^(alpha)``, a generalised harmonic number,
 evaluated through Hurwitz zeta (digamma at ``alpha = 1``) by ``priors.harmonic.power_sum``
@@ -89,7 +89,7 @@ class LogDistance(Encoding):
     def series_brackets(
         self, window: int, length: int, *, dps: int
     ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
-        """THEORY.md §6 brackets of ``M_l(W) = H_W^(alpha) / H_l^(alpha)`` from
+        """docs/theory.md §6 brackets of ``M_l(W) = H_W^(alpha) / H_l^(alpha)`` from
         ``priors.brackets.window_mass_brackets`` (integral test, Euler–Maclaurin; both
         certified), clipped to ``[0, 1]``; ``None`` at ``alpha = 0``, where the brackets
         do not apply (the prior is NoPE's, ``M = W / l`` exactly)."""

@@ -1,4 +1,4 @@
-"""NoPE: no positional bias, ``b(d) = 0`` (THEORY.md §5, first row of the table).
+"""NoPE: no positional bias, ``b(d) = 0`` (docs/theory.md §5, first row of the table).
 
 The prior is uniform, ``S_m = m``, so ``M_l(W) = W / l`` exactly and the window mass
 dilutes; RoPE and any bounded change of the scores fall in the same class (with content

@@ -6,7 +6,7 @@ With embedding dimension ``dim`` (even), frequencies ``w_i = base^(-2i/dim)``,
     b(d) = scale * ( sum_{i=1}^{dim/2} cos(w_i d / compress) - dim/2 ),
 
 i.e. ``p_l . p_j - dim/2`` for sinusoidal ``p``, shifted so that ``b(0) = 0``. The bias is
-bounded, ``-scale * dim <= b(d) <= 0``, so by THEORY.md §5 the prior dilutes:
+bounded, ``-scale * dim <= b(d) <= 0``, so by docs/theory.md §5 the prior dilutes:
 ``e^{-scale dim} W / l <= M_l(W) <= e^{scale dim} W / l``.
 
 No closed form exists for ``sum e^{b(d)}`` (the frequencies are geometric, not
@@ -178,7 +178,7 @@ def sandwich_heads(
     with ``w_i = base^(-2i/head_dim)``: NeMo's multi-head Sandwich (Chi et al. 2023), whose
     bias of head ``k = h + 1`` is the shifted sinusoidal inner product divided by ``8 k / H``.
     Head 0 is the sharpest (``scale = H/8``), the last head the flattest (``1/8``). Every
-    head is bounded (``-scale * head_dim <= b_h <= 0``), so every head dilutes (THEORY.md
+    head is bounded (``-scale * head_dim <= b_h <= 0``), so every head dilutes (docs/theory.md
     §5; docs/theory.md §5).
     """
     if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)):

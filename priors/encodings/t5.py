@@ -1,4 +1,4 @@
-"""T5 relative-position buckets, unidirectional (Raffel et al. 2020), THEORY.md §5.
+"""T5 relative-position buckets, unidirectional (Raffel et al. 2020), docs/theory.md §5.
 
 The bias is a learned table ``b = table[bucket(d)]`` over ``num_buckets`` buckets. The
 unidirectional (causal) bucket of distance ``d >= 0``, with ``E = num_buckets // 2``::

@@ -1,4 +1,4 @@
-"""A user-supplied bias: a callable ``b(d)`` or an array over ``d = 0..m-1`` (THEORY.md §5).
+"""A user-supplied bias: a callable ``b(d)`` or an array over ``d = 0..m-1`` (docs/theory.md §5).
 
 The given values are used exactly (each float64 ``b(d)`` is taken as the exact binary
 number it is, ``e^{b(d)}`` evaluated at ``dps`` digits). Beyond the given range the bias

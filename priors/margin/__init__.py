@@ -1,8 +1,8 @@
-"""Margin selection for log-distance priors (THEORY.md §5–§7): ``python -m priors.margin``.
+"""Margin selection for log-distance priors (docs/theory.md §5–§7): ``python -m priors.margin``.
 
 Exponents are parameterised as ``alpha = 1 + delta + softplus(theta) >= 1 + delta``. Given a
 window ``W``, a length range ``[L0, L1]`` (``L0`` defaults to ``W``), a growth budget
-``tol in (0, 1)`` (``growth_tol``; ``tau`` in THEORY §7) and a content-score bound ``B >= 0``,
+``tol in (0, 1)`` (``growth_tol``; ``tau`` in docs/theory.md §7) and a content-score bound ``B >= 0``,
 the growth of the distant mass is
 
     G(alpha) = D^+_{L1}(W; alpha) - D^-_{L0}(W; alpha),

@@ -1,4 +1,4 @@
-"""``python -m priors.margin``: the margin selection of THEORY.md §7 on the command line.
+"""``python -m priors.margin``: the margin selection of docs/theory.md §7 on the command line.
 
 Parses the options, validates every setting before computing any (so nothing is printed
 half-way), calls ``select_margin`` once per setting of ``--window x --lmax x --tol`` and
@@ -44,7 +44,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description=(
             "Select the smallest exponent margin delta* such that every log-distance prior "
             "with alpha >= 1 + delta* grows its distant mass by at most tol over [L0, L1] "
-            "(THEORY.md §7). Several values of --window/--lmax/--tol give a table."
+            "(docs/theory.md §7). Several values of --window/--lmax/--tol give a table."
         ),
     )
     p.add_argument("--window", nargs="+", required=True, metavar="W", help="window size(s)")

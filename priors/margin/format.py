@@ -56,7 +56,7 @@ def format_result(result: MarginResult) -> str:
     lo_name, hi_name = ("D_L0", "D_L1") if r.score_bound == 0 else ("D-_L0", "D+_L1")
     b_text = "0 (prior alone)" if r.score_bound == 0 else f"{r.score_bound:g} (D+_L1 - D-_L0)"
     lines = [
-        "margin selection, THEORY.md §7: log-distance prior b(d) = -alpha ln(1+d), "
+        "margin selection, docs/theory.md §7: log-distance prior b(d) = -alpha ln(1+d), "
         "alpha = 1 + delta",
         f"  inputs     window W = {r.window}, lengths L0 = {r.lmin} .. L1 = {r.lmax}, "
         f"tol = {r.growth_tol:g}, score bound B = {b_text}",

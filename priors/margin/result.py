@@ -1,4 +1,4 @@
-"""The value ``select_margin`` returns: the selected margin and its evidence (THEORY.md §7).
+"""The value ``select_margin`` returns: the selected margin and its evidence (docs/theory.md §7).
 
 ``MarginResult`` is a frozen record of plain numbers and strings; ``to_dict`` is the JSON
 form printed by ``python -m priors.margin --json`` (the growth budget under its command-line
@@ -49,14 +49,14 @@ class EvaluationBudgetWarning(RuntimeWarning):
 
 @dataclass(frozen=True)
 class MarginResult:
-    """The selected margin and its evidence (THEORY.md §7).
+    """The selected margin and its evidence (docs/theory.md §7).
 
     Attributes
     ----------
     window, lmin, lmax : int
         ``W``, ``L0``, ``L1``.
     growth_tol, score_bound : float
-        The growth budget ``tol`` of THEORY §7 (``tau`` there, ``--tol`` on the command
+        The growth budget ``tol`` of docs/theory.md §7 (``tau`` there, ``--tol`` on the command
         line, ``"tol"`` in ``to_dict``) and ``B`` (read as the decimals they print as).
     delta, alpha : float
         ``delta* = delta_hi`` (proven to satisfy the tolerance) and ``alpha* = 1 + delta*``.

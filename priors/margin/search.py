@@ -1,9 +1,9 @@
-"""Certified search for the exponent margin of THEORY.md §7 (Arb ball arithmetic).
+"""Certified search for the exponent margin of docs/theory.md §7 (Arb ball arithmetic).
 
 Log-distance prior ``b(d) = -alpha ln(1+d)`` with ``alpha = 1 + delta``, window ``W``,
 lengths ``W <= L0 < L1``, content-score bound ``B >= 0`` and ``E = e^{2B}``. With
 ``S_W = H_W^(alpha)`` and the prior tails ``T_l = H_l^(alpha) - H_W^(alpha)`` (computed as
-tails, never as a difference of partial sums), THEORY §5 gives
+tails, never as a difference of partial sums), docs/theory.md §5 gives
 
     D^+_l = E T_l / (S_W + E T_l),        D^-_l = T_l / (E S_W + T_l),
 
@@ -59,7 +59,7 @@ the first one whose ball is separated from ``tol`` is used. At exit ``delta_hi =
 satisfies ``sup_{alpha >= 1 + delta_hi} G <= tol`` (union of the certified boxes and the
 half-line) and ``delta_lo`` violates, so ``delta* in (delta_lo, delta_hi]``; the largest
 certified box bound is a proven upper end of that supremum. This works whether or not ``G``
-is monotone: the growth with ``B > 0`` need not be (THEORY §7). Only a tangency (``G``
+is monotone: the growth with ``B > 0`` need not be (docs/theory.md §7). Only a tangency (``G``
 touching ``tol``) or too little precision leaves no violation proven; the outcome then says
 so (``delta_lo is None``, ``resolved = False``), and never reports ``delta_lo = 0`` as a
 violation. The cost is set by ``q``: about ``ln(1/rtol) / q`` boxes, and far more when
@@ -124,7 +124,7 @@ def exact_alpha(delta: float) -> flint.arb:
 
 @dataclass
 class GrowthProblem:
-    """The growth ``G(1 + delta) = D^+_{L1} - D^-_{L0}`` of THEORY §7 as Arb balls.
+    """The growth ``G(1 + delta) = D^+_{L1} - D^-_{L0}`` of docs/theory.md §7 as Arb balls.
 
     ``tol`` and ``score_bound`` are decimal strings (read as the exact decimals they
     spell, enclosed in balls); ``prec`` is the Arb working precision in bits. Evaluations
@@ -151,7 +151,7 @@ class GrowthProblem:
         self.product_form = bool(bound == 0) and self.lmin > self.window
 
     def pieces(self, delta: float) -> tuple[flint.arb, flint.arb]:
-        """``(D^+_{L1}, D^-_{L0})`` at ``alpha = 1 + delta``, balls (THEORY §5)."""
+        """``(D^+_{L1}, D^-_{L0})`` at ``alpha = 1 + delta``, balls (docs/theory.md §5)."""
         hit = self._cache.get(delta)
         if hit is not None:
             return hit

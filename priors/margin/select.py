@@ -1,4 +1,4 @@
-"""``select_margin``: the smallest exponent margin within a growth budget (THEORY.md §7).
+"""``select_margin``: the smallest exponent margin within a growth budget (docs/theory.md §7).
 
 Validates the inputs (``priors.margin.validate``), runs the certified search
 (``priors.margin.search``, Arb ball arithmetic) at ``ceil(dps log2 10) + 8`` bits, once more
@@ -88,12 +88,12 @@ def select_margin(
     certify: bool = False,
     max_evaluations: int = MAX_EVALUATIONS,
 ) -> MarginResult:
-    """Smallest ``delta* >= 0`` with ``sup_{alpha >= 1 + delta*} G(alpha) <= tol`` (THEORY §7).
+    """Smallest ``delta* >= 0`` with ``sup_{alpha >= 1 + delta*} G(alpha) <= tol`` (docs/theory.md §7).
 
     ``G(alpha) = D^+_{L1}(W) - D^-_{L0}(W)`` for the log-distance prior
-    ``b(d) = -alpha ln(1 + d)`` under content scores ``|s| <= B`` (THEORY §5); ``B = 0``
+    ``b(d) = -alpha ln(1 + d)`` under content scores ``|s| <= B`` (docs/theory.md §5); ``B = 0``
     gives the exact distant masses; ``tol = growth_tol`` is the growth budget (``tau`` in
-    THEORY §7). The supremum over ``alpha`` is established, not assumed
+    docs/theory.md §7). The supremum over ``alpha`` is established, not assumed
     (``MarginResult.sup_method``): by the proved monotonicity of ``G`` when ``L0 = W``
     (``"monotone"``); otherwise by the certified sweep of ``priors.margin.search``, which
     bounds ``G <= tol`` beyond ``delta_hi``, together with the proven violation at

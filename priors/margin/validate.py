@@ -1,4 +1,4 @@
-"""Input checks of the margin selector (THEORY.md §7), shared by the library and its command.
+"""Input checks of the margin selector (docs/theory.md §7), shared by the library and its command.
 
 Each check raises ``MarginInputError``, a ``ValueError`` whose ``argument`` names the
 offending parameter of ``select_margin``; ``python -m priors.margin`` maps that name to its

@@ -1,4 +1,4 @@
-"""Window and distant masses of any positional prior, with brackets (THEORY.md §5–§6).
+"""Window and distant masses of any positional prior, with brackets (docs/theory.md §5–§6).
 
 For an encoding with prior partial sums ``S_m`` and query length ``l >= W``:
 
@@ -8,7 +8,7 @@ For an encoding with prior partial sums ``S_m`` and query length ``l >= W``:
   ``priors.content_bounds``: ``S_W / (S_W + E T) <= M_l(W) <= E S_W / (E S_W + T)`` and
   ``T / (E S_W + T) <= D_l(W) <= E T / (S_W + E T)``;
 * where the encoding has them (``Encoding.series_brackets``: the log-distance prior), the
-  series brackets of THEORY.md §6 (integral test and Euler–Maclaurin, certified);
+  series brackets of docs/theory.md §6 (integral test and Euler–Maclaurin, certified);
 * the limit ``M_inf(W) = S_W / S_inf`` (0 for a diluting prior) and the class.
 
 The command line ``python -m priors.mass`` lives in ``priors.mass.__main__`` (argument
@@ -49,11 +49,11 @@ Pair = tuple[mpmath.mpf, mpmath.mpf]
 
 @dataclass(frozen=True)
 class MassReport:
-    """Window/distant masses of one encoding at one length (THEORY.md §5).
+    """Window/distant masses of one encoding at one length (docs/theory.md §5).
 
     ``window_mass``/``distant_mass`` are exact at ``B = 0``; the ``*_bracket`` pairs hold
     every value attainable with content scores ``|s| <= score_bound`` (equal to the exact
-    value at ``B = 0``); ``series_bracket`` is the dict of THEORY.md §6 brackets of the
+    value at ``B = 0``); ``series_bracket`` is the dict of docs/theory.md §6 brackets of the
     ``B = 0`` value (``Encoding.series_brackets``: log-distance only, else ``None``;
     clipped to ``[0, 1]``); ``summation`` says how the sums were formed where the encoding
     says so (``Encoding.summation_note``).
@@ -133,7 +133,7 @@ class MassReport:
 def masses(
     enc: Encoding, window: int, length: int, *, score_bound: float = 0.0, dps: int = DEFAULT_DPS
 ) -> tuple[Pair, Pair, mpmath.mpf, mpmath.mpf]:
-    """``((M^-, M^+), (D^-, D^+), M, D)`` at length ``l`` (THEORY.md §5).
+    """``((M^-, M^+), (D^-, D^+), M, D)`` at length ``l`` (docs/theory.md §5).
 
     ``M = S_W / (S_W + T)`` and ``D = T / (S_W + T)`` at ``B = 0``; the brackets from
     ``priors.content_bounds`` with ``E = e^{2B}``, all from the same two sums ``S_W`` and
@@ -181,7 +181,7 @@ def mass_report(
     window, length : int
         ``1 <= W <= l <= 1e18``.
     score_bound : float
-        Content-score bound ``B >= 0`` of THEORY.md §5.
+        Content-score bound ``B >= 0`` of docs/theory.md §5.
     dps : int
         Decimal digits of every number.
     """

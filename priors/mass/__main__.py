@@ -3,7 +3,7 @@
     python -m priors.mass --encoding log-distance --alpha 1.1 --window 512 --length 65536
 
 Several ``--length`` values at once (``--length 4096 65536 1e15``), ``--score-bound B``
-(THEORY.md §5 content-score brackets), ``--dps`` (digits of every number printed), and
+(docs/theory.md §5 content-score brackets), ``--dps`` (digits of every number printed), and
 ``--json`` (one object per length with the keys ``encoding, params, window, length,
 window_mass, distant_mass, window_mass_bracket, distant_mass_bracket, series_bracket,
 limit_window_mass, class, rate, evidence, summation, score_bound, dps, digits``; a list
@@ -19,7 +19,7 @@ Per-encoding parameters: ``--slope`` (alibi), ``--alpha`` (log-distance), ``--r1
 --tail --tail-exponent`` (user). FILE holds whitespace- or comma-separated numbers (or a
 JSON list).
 
-``--certify`` (rigorous mode, THEORY.md §5; nope, alibi, log-distance, kerple-log, t5):
+``--certify`` (rigorous mode, docs/theory.md §5; nope, alibi, log-distance, kerple-log, t5):
 the masses are also computed in Arb ball arithmetic (``priors.certified``) at
 ``ceil(dps log2 10) + 24`` bits; the text output prints each enclosure beside the value,
 ``[mid +/- rad]`` from ``arb.str(digits, radius=True)`` (Arb widens the radius to cover
@@ -91,7 +91,7 @@ def _parser() -> Parser:
     p = Parser(
         prog="python -m priors.mass",
         description="Window/distant masses, brackets and class of a positional prior "
-        "(THEORY.md §5-§6).",
+        "(docs/theory.md §5-§6).",
     )
     p.add_argument("--encoding", required=True, choices=sorted(_PARAMS))
     p.add_argument("--window", required=True, type=_positive_count,

@@ -1,4 +1,4 @@
-"""Length-extrapolation experiment (THEORY.md §5, §7; docs/extrapolation.md).
+"""Length-extrapolation experiment (docs/theory.md §5, §7; docs/extrapolation.md).
 
 Does the prior's class predict how a trained model extrapolates? A byte-level causal
 transformer is trained with each positional variant on the Python standard library's

@@ -56,7 +56,7 @@ def _seeds(text: str) -> tuple[int, ...]:
 
 def _parser() -> _Parser:
     p = _Parser(prog=PROG, description="Length-extrapolation experiment: does the prior's "
-                "class (THEORY.md §5, §7) predict how a trained model extrapolates?")
+                "class (docs/theory.md §5, §7) predict how a trained model extrapolates?")
     p.add_argument("--quick", action="store_true", help="the ~10-minute preset")
     p.add_argument("--variants", type=_names, help="comma-separated variant names "
                    "(default: the preset's)")
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(results))
         if args.details:
             print(format_details(results))
-        print("predictions (THEORY.md §5, §7; margins 3 se, see predictions.py):")
+        print("predictions (docs/theory.md §5, §7; margins 3 se, see predictions.py):")
         for p in check_predictions(results):
             print("  " + p.line())
     return 0

@@ -9,8 +9,8 @@ Per layer and head, at the final query row (query length exactly ``L``):
 
 * measured window mass ``M = sum_{d < W} A[L, L - d]`` and distant mass ``1 - M`` (summed
   over ``d >= W`` directly), beside the exact prior mass ``M_L(W) = S_W / S_L`` of the
-  head's ``priors.encodings`` prior (THEORY.md §5, ``B = 0``);
-* Theorem 3's content-score bracket ``M^- <= M <= M^+`` (THEORY.md §5) with
+  head's ``priors.encodings`` prior (docs/theory.md §5, ``B = 0``);
+* Theorem 3's content-score bracket ``M^- <= M <= M^+`` (docs/theory.md §5) with
   ``B = (max_j s - min_j s) / 2`` over the row's keys (the full spread: scores lie within
   ``B`` of their midpoint, and a constant shift of a row changes nothing, so the theorem
   applies and must hold), and with the trimmed ``B_95`` = half the 2.5%..97.5% quantile
@@ -54,7 +54,7 @@ def prior_masses(encodings: list[Any], window: int, length: int) -> dict[str, np
 
 
 def bracket(s_w: np.ndarray, tail: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Theorem 3's ``(M^-, M^+)`` for scores within ``b`` of a constant (THEORY.md §5):
+    """Theorem 3's ``(M^-, M^+)`` for scores within ``b`` of a constant (docs/theory.md §5):
     ``M^- = S_W / (S_W + e^{2B} T)``, ``M^+ = e^{2B} S_W / (e^{2B} S_W + T)``, broadcast.
 
     At ``B = 0`` both are the prior's ``S_W / S_l``; the bracket widens with ``B``:

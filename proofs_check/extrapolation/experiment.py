@@ -208,7 +208,7 @@ def run_experiment(
         summary["seed_list"] = seeds
         if mcfg.exponent is not None:
             summary["alpha"] = mcfg.exponent
-        if v.kind == "margin":  # G(alpha) over [W, Lmax] at B = 0 (THEORY.md §7): <= tol
+        if v.kind == "margin":  # G(alpha) over [W, Lmax] at B = 0 (docs/theory.md §7): <= tol
             summary["margin_growth_exact"] = float(
                 LogDistance(mcfg.exponent).distant_mass(cfg.window, cfg.lengths[-1])
             )

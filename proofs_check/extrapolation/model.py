@@ -2,12 +2,12 @@
 
 Pre-LayerNorm blocks (attention, then a GELU MLP of width ``4 d_model``), byte embedding,
 no positional embedding: the only positional information is the variant's, added to the
-attention logits (THEORY.md §5)::
+attention logits (docs/theory.md §5)::
 
     logits[h, l, j] = s[h, l, j] + b_h(l - j)    (j <= l),   s = q_l . k_j / sqrt(d_head)
 
 and ``A = softmax_causal(logits)``; for ``ot-R`` variants ``A`` is the causal OT operator
-of THEORY.md §2 applied to the scores ``s`` (``proofs_check.operators.causal_ot_attention``).
+of docs/theory.md §2 applied to the scores ``s`` (``proofs_check.operators.causal_ot_attention``).
 Fixed biases are built by ``proofs_check.operators.biases.multi_head_bias`` from
 ``priors.encodings`` (one source of truth); learned ones (T5 buckets, KERPLE-log) are
 written in torch and compared with ``priors`` in the tests.
@@ -50,7 +50,7 @@ T5_MAX_DISTANCE = 128
 
 def resolve_exponent(variant: Variant, window: int, lmax: int) -> float | None:
     """The log-distance exponent: ``A`` for ``logd-A``; ``1 + delta*`` for ``margin-T``
-    with ``delta* = priors.margin.select_margin(window, lmax, T).delta`` (THEORY.md §7,
+    with ``delta* = priors.margin.select_margin(window, lmax, T).delta`` (docs/theory.md §7,
     ``B = 0``, ``L0 = W``); ``None`` for other kinds."""
     if variant.kind == "logd":
         return float(variant.value)  # type: ignore[arg-type]

@@ -1,10 +1,10 @@
-"""The qualitative predictions of THEORY.md §5 and §7, checked on a results file.
+"""The qualitative predictions of docs/theory.md §5 and §7, checked on a results file.
 
 Each prediction compares a measured quantity with a stated amount and a margin of three
 standard errors (``se`` of ``results``: the larger of the paired-over-windows and the
 over-seeds standard error), so that a prediction that holds is not noise.
 
-Masses, by the class of the prior (THEORY.md §5):
+Masses, by the class of the prior (docs/theory.md §5):
 
 * diluting priors (``class == "dilutes"``) lose window mass: the measured window mass at
   ``Lmax`` is below its value at ``L0`` by at least half the exact prior's loss and by
@@ -13,11 +13,11 @@ Masses, by the class of the prior (THEORY.md §5):
   over ``[L0, Lmax]`` exceeds the exact prior's growth by at most ``GROWTH_SLACK`` (a
   stated allowance for the content scores) ``+ 3 se``; the margin exponent
   ``1 + delta*`` of ``margin-T`` grows by at most ``T + 3 se`` (its guarantee,
-  THEORY.md §7, is ``G <= T`` at ``B = 0`` over ``[W, Lmax]``, which contains
+  docs/theory.md §7, is ``G <= T`` at ``B = 0`` over ``[W, Lmax]``, which contains
   ``[L0, Lmax]``).
 
 Loss, by the growth ``G`` of the exact prior's distant mass over ``[L0, Lmax]`` (the
-quantity the margin selector bounds, THEORY.md §7), not by the class: the class is a
+quantity the margin selector bounds, docs/theory.md §7), not by the class: the class is a
 statement about ``l -> inf``, and a summable prior close to the boundary (log-distance
 ``alpha = 1.1``: ``G = 0.23`` from 128 to 4096) loses as much window mass over the lengths
 measured as a diluting one. A prior with ``G > FLAT_GROWTH`` degrades:

@@ -1,6 +1,6 @@
 """The positional variants of the experiment and the theory's prediction for each.
 
-A variant is a name, how its attention logits get their positional part (THEORY.md §5:
+A variant is a name, how its attention logits get their positional part (docs/theory.md §5:
 an additive bias ``b_h(d)`` per head, a rotation of queries and keys, or the causal OT
 operator of §2 in place of softmax), and the prior ``priors.encodings`` object per head
 that predicts its window mass. Learned biases (T5 buckets, KERPLE-log) are predicted from
@@ -10,7 +10,7 @@ their learned values after training.
 name             positional part                          prior per head
 ===============  =======================================  =========================
 ``nope``         none                                     ``NoPE``
-``rope``         rotary queries/keys (bounded change)     ``NoPE`` (THEORY.md §5)
+``rope``         rotary queries/keys (bounded change)     ``NoPE`` (docs/theory.md §5)
 ``alibi``        ``-m_h d``, ``m_h = 2^-2 .. 2^-8``        ``ALiBi(m_h)``
 ``t5``           learned table over 32 buckets (128)      ``T5Buckets(table_h)``
 ``kerple-log``   learned ``-r1 ln(1 + r2 d)``              ``KerpleLog(r1_h, r2_h)``

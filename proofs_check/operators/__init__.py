@@ -1,4 +1,4 @@
-"""Reference PyTorch operators of THEORY.md §1-§2 and §5 (one module per operator).
+"""Reference PyTorch operators of docs/theory.md §1-§2 and §5 (one module per operator).
 
 Add new operators as one import line plus their names in ``__all__``.
 """

@@ -30,7 +30,7 @@ __all__ = [
 
 
 class ConvergenceWarning(UserWarning):
-    """A causal OT solver stopped before reaching its tolerance (THEORY §2)."""
+    """A causal OT solver stopped before reaching its tolerance (docs/theory.md §2)."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +243,6 @@ def live_mask(scores: torch.Tensor) -> torch.Tensor:
 
 
 def causal_softmax(scores: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
-    """Masked softmax over keys ``j <= l`` with finite score (THEORY §1; ``rho = 0``)."""
+    """Masked softmax over keys ``j <= l`` with finite score (docs/theory.md §1; ``rho = 0``)."""
     neg_inf = torch.tensor(float("-inf"), dtype=scores.dtype, device=scores.device)
     return torch.softmax(torch.where(live, scores, neg_inf), dim=-1)

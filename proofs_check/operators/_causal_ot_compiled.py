@@ -1,4 +1,4 @@
-r"""The compiled CPU row solver of the causal OT operator (THEORY §2, Lemma 2.1), and its loader.
+r"""The compiled CPU row solver of the causal OT operator (docs/theory.md §2, Lemma 2.1), and its loader.
 
 The C++ source is ``csrc/causal_ot_cpu.cpp`` (shipped with the package). It is JIT-built with
 ``torch.utils.cpp_extension.load`` on first use, into torch's extension cache

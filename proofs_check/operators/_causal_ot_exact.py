@@ -1,4 +1,4 @@
-"""Row-by-row solver of the prefix-consistent causal OT operator (THEORY §2, Lemma 2.1).
+"""Row-by-row solver of the prefix-consistent causal OT operator (docs/theory.md §2, Lemma 2.1).
 
 Row ``l`` solves, with ``kappa = rho/(1-rho)`` and the column masses ``C[l-1, j]`` of the
 earlier rows,

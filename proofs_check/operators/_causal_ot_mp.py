@@ -1,4 +1,4 @@
-"""Arbitrary-precision row-by-row solver of Lemma 2.1 (THEORY §2), the ground truth.
+"""Arbitrary-precision row-by-row solver of Lemma 2.1 (docs/theory.md §2), the ground truth.
 
 Same mathematics as :mod:`._causal_ot_exact`, written in mpmath for small ``n``: per row a
 safeguarded Newton iteration on ``zeta = log Z`` whose every evaluation solves each key's
@@ -57,7 +57,7 @@ def _solve_key(t: mpmath.mpf, log_c: mpmath.mpf | None, kappa: mpmath.mpf, eps: 
 
 
 def causal_ot_exact_mp(scores: object, rho: object, *, dps: int = 30) -> list[list[mpmath.mpf]]:
-    r"""The prefix-consistent causal OT operator in mpmath (THEORY §2, Lemma 2.1).
+    r"""The prefix-consistent causal OT operator in mpmath (docs/theory.md §2, Lemma 2.1).
 
     Row ``l`` (1-based) solves ``a_j (C[l-1,j] + a_j)^kappa = e^{s[l,j]} / Z_l`` with
     ``sum_j a_j = 1`` and ``kappa = rho/(1-rho)``; ``C[l-1,j] = sum_{k=j}^{l-1} a[k,j]``.

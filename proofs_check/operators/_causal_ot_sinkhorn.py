@@ -1,4 +1,4 @@
-"""All-rows-at-once iterations for the causal OT operator (THEORY §2, Lemma 2.2).
+"""All-rows-at-once iterations for the causal OT operator (docs/theory.md §2, Lemma 2.2).
 
 One plain sweep, on the live causal entries (``j <= l``, finite score), is
 

@@ -1,4 +1,4 @@
-"""Streaming O(n)-memory solver of the causal OT operator (THEORY §2, Lemma 2.1; §4 study).
+"""Streaming O(n)-memory solver of the causal OT operator (docs/theory.md §2, Lemma 2.1; §4 study).
 
 Rows are produced in order ``l = 1, 2, ..., n`` by the row solver of Lemma 2.1; only the
 column masses ``C[l-1, :]`` (one vector of length ``n``) and the current row are kept, so the

@@ -1,6 +1,6 @@
-"""Batch unbalanced Sinkhorn on the causal kernel: the plan that collapses (THEORY.md §1).
+"""Batch unbalanced Sinkhorn on the causal kernel: the plan that collapses (docs/theory.md §1).
 
-This is the *non*-prefix-consistent construction of THEORY §1, kept as a reference and as the
+This is the *non*-prefix-consistent construction of docs/theory.md §1, kept as a reference and as the
 negative control of the prefix-consistency check (Proposition 2.3): every column sum is
 relaxed against the whole sequence at once, so later queries change earlier rows ("leak"),
 and as ``rho -> 1`` the plan tends to the identity (Proposition 1).
@@ -382,7 +382,7 @@ def batch_unbalanced_sinkhorn(
     tol: float | None = None,
     max_iter: int | None = None,
 ) -> BatchUOTResult:
-    """Batch unbalanced Sinkhorn plan on the causal kernel (THEORY.md §1).
+    """Batch unbalanced Sinkhorn plan on the causal kernel (docs/theory.md §1).
 
     Rows hard, columns KL-relaxed with weight ``lam = rho / (1 - rho)`` (``eps = 1``)::
 

@@ -1,4 +1,4 @@
-"""Positional biases as torch tensors (THEORY.md §5, docs/theory.md §5).
+"""Positional biases as torch tensors (docs/theory.md §5).
 
 One source of truth: every tensor here is built from ``priors.encodings`` values
 (``enc.bias(d)``, float64) or, for the trainable ``LogDistanceBias``, from the same
@@ -64,7 +64,7 @@ def bias_matrix(
     if not enc.length_dependent:
         return _from_distances(np.asarray(enc.bias(np.arange(n, dtype=float))), n, dtype, device)
     out = np.full((n, n), -np.inf)
-    for l in range(1, n + 1):  # noqa: E741 - l is the query length of THEORY.md
+    for l in range(1, n + 1):  # noqa: E741 - l is the query length of docs/theory.md
         b = np.asarray(enc.bias(np.arange(l, dtype=float), length=l))
         out[l - 1, :l] = b[::-1]  # key j = l - d
     return torch.as_tensor(out, dtype=torch.float64).to(dtype=dtype, device=device)
@@ -99,7 +99,7 @@ def _causal_upper(n: int, device: Any) -> torch.Tensor:
 
 
 def softmax_with_bias(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """Causal softmax of ``scores + bias`` over the last dim (THEORY.md §1, §5).
+    """Causal softmax of ``scores + bias`` over the last dim (docs/theory.md §1, §5).
 
     ``scores``: ``(..., n, n)``; ``bias``: broadcastable to it (``(n, n)`` or
     ``(H, n, n)``). Entries above the diagonal of either are ignored and come out exactly
@@ -116,7 +116,7 @@ def softmax_with_bias(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 
 
 class LogDistanceBias(nn.Module):
-    """Trainable log-distance bias ``b_h(d) = -alpha_h ln(1+d)`` (THEORY.md §5, §7).
+    """Trainable log-distance bias ``b_h(d) = -alpha_h ln(1+d)`` (docs/theory.md §5, §7).
 
     ``alpha_h = 1 + margin + softplus(theta_h) >= 1 + margin`` per head: with
     ``margin = delta*`` of ``priors.margin`` the prior stays summable with the selected

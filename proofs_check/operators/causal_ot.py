@@ -1,4 +1,4 @@
-r"""The prefix-consistent causal optimal-transport attention operator (THEORY §1-§2).
+r"""The prefix-consistent causal optimal-transport attention operator (docs/theory.md §1-§2).
 
 Row ``l`` of the operator (queries ``l = 1..n``, keys ``j <= l``) minimises over the simplex
 
@@ -146,7 +146,7 @@ def causal_ot_attention(
     tol: float | None = None,
     max_iter: int | None = None,
 ) -> CausalOTResult:
-    r"""Prefix-consistent causal OT attention weights (THEORY §2, Lemmas 2.1-2.2).
+    r"""Prefix-consistent causal OT attention weights (docs/theory.md §2, Lemmas 2.1-2.2).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
-"""One module per statement of THEORY.md; each exposes ``CHECKS: tuple[CheckSpec, ...]``.
+"""One module per statement of docs/theory.md; each exposes ``CHECKS: tuple[CheckSpec, ...]``.
 
 ``all_checks()`` discovers them (no central list to edit when a module is added) and orders
-them by THEORY.md section, then by name.
+them by docs/theory.md section, then by name.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _section_key(spec: CheckSpec) -> tuple[tuple[int, ...], str]:
 
 
 def all_checks() -> list[CheckSpec]:
-    """Every registered check, in THEORY.md order."""
+    """Every registered check, in docs/theory.md order."""
     specs: list[CheckSpec] = []
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):

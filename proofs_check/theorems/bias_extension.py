@@ -1,4 +1,4 @@
-"""THEORY.md §8: changing the bias only beyond the training length.
+"""docs/theory.md §8: changing the bias only beyond the training length.
 
 Change ``b(d)`` only for ``d >= L_train`` (``L_train >= W``), by a change of one sign
 ``c(d)`` (random magnitudes, some exactly zero). For softmax attention with any scores:

@@ -1,4 +1,4 @@
-"""Theorem 3 (THEORY.md §5): content-score bounds on the window mass, and the classification.
+"""Theorem 3 (docs/theory.md §5): content-score bounds on the window mass, and the classification.
 
 ``thm3_content_bounds`` (torch): attention is ``softmax(s + b)`` on the causal rows, with a
 positional bias ``b(d)`` (``proofs_check.operators.biases``) and content scores ``|s| <= B``.
@@ -149,7 +149,7 @@ def check_content_bounds(
 
 
 def _table() -> list[tuple[str, Any, str]]:
-    """THEORY §5 table: (row, encoding instance, class stated by THEORY)."""
+    """docs/theory.md §5 table: (row, encoding instance, class stated by docs/theory.md)."""
     import numpy as np
 
     from priors.encodings import (
@@ -222,10 +222,10 @@ def check_classification(
     ratio: int = 10**4,
     system: System | None = None,
 ) -> Measurement:
-    """Each §5 table row: ``enc.classify().label`` == THEORY's class == the numeric class.
+    """Each §5 table row: ``enc.classify().label`` == docs/theory.md's class == the numeric class.
 
     Measured: the number of rows where the three disagree; reference 0. ``classify`` and
-    the numeric criterion both see ``system.prior(enc)``; THEORY's class is that of ``enc``.
+    the numeric criterion both see ``system.prior(enc)``; docs/theory.md's class is that of ``enc``.
 
     Negative control (a perturbed prior): log-distance and KERPLE-log exponents shifted by
     ``-0.6`` (``exponent_shifted``; ``alpha = 1.5`` becomes ``0.9``), which changes their
@@ -242,7 +242,7 @@ def check_classification(
         if not cls.label == stated == numeric:
             disagreements.append({"row": row, **rows[row]})
     return Measurement(
-        quantity="§5 rows where classify/THEORY/numeric tail test disagree",
+        quantity="§5 rows where classify/docs table/numeric tail test disagree",
         measured=len(disagreements),
         reference=0.0,
         relation="<=",

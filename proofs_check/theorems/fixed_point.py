@@ -1,4 +1,4 @@
-"""THEORY.md §2, Lemma 2.1: the row fixed point of the prefix-consistent operator.
+"""docs/theory.md §2, Lemma 2.1: the row fixed point of the prefix-consistent operator.
 
 Row ``l`` is strictly positive and solves ``a[l,j] C'[l,j]^kappa = w[l,j] / Z_l`` with
 ``C' = cumsum over rows of a`` and ``sum_j a[l,j] = 1``. Equivalently

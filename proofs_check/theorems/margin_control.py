@@ -1,4 +1,4 @@
-"""Theorem 5 (THEORY.md §7): the selected margin controls the growth of the distant mass.
+"""Theorem 5 (docs/theory.md §7): the selected margin controls the growth of the distant mass.
 
 ``priors.margin.select_margin(W, L1, tau, lmin=L0, score_bound=B)`` returns ``delta*``, the
 smallest margin with ``sup_{alpha >= 1 + delta*} G(alpha) <= tau``, where

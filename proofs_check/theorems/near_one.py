@@ -1,4 +1,4 @@
-"""Theorem 4 (THEORY.md §6): window-mass brackets near exponent one, and the ``H_W/H_n`` limit.
+"""Theorem 4 (docs/theory.md §6): window-mass brackets near exponent one, and the ``H_W/H_n`` limit.
 
 ``thm4_brackets``: every bracket of ``priors.brackets`` contains the exact value it
 brackets, for ``alpha = 1 + delta`` with ``delta`` down to ``1e-8`` and ``m`` up to ``1e12``:
@@ -150,11 +150,11 @@ def check_near_one_limit(
     dps: int = 30,
     system: System | None = None,
 ) -> Measurement:
-    """``0 <= ln(M_n(W; 1+delta) / (H_W/H_n)) <= delta ln n`` on every case (THEORY §6).
+    """``0 <= ln(M_n(W; 1+delta) / (H_W/H_n)) <= delta ln n`` on every case (docs/theory.md §6).
 
     ``M`` is the window mass of ``system.prior(LogDistance(1 + delta))``. Negative control:
     the exponent mirrored to ``1 - delta`` (``mirrored_exponent``, the wrong side of one):
-    ``ln(M / limit)`` then has the wrong sign. (THEORY §6 also notes that the leading-order
+    ``ln(M / limit)`` then has the wrong sign. (docs/theory.md §6 also notes that the leading-order
     ``ln W/ln n`` is not the limit: 0.22577 against 0.24165 at ``W = 512``, ``n = 1e12``;
     details print both.) Tolerance ``10^(8-dps)`` on the normalised ratio: ``M`` and the
     limit carry ``dps`` digits and are divided by ``delta ln n >= 1e-8 ln 1000``.

@@ -1,4 +1,4 @@
-"""THEORY.md §1, Proposition 1: the causal obstruction to balanced OT attention.
+"""docs/theory.md §1, Proposition 1: the causal obstruction to balanced OT attention.
 
 A nonnegative lower-triangular matrix with unit row sums and column sums ``c`` satisfies, for
 every ``k``, ``sum_{j >= k} c_j <= n - k + 1`` (rows ``l >= k`` hold ``n - k + 1`` units, and
@@ -14,7 +14,7 @@ checks (docs/theory.md §1):
 * ``prop1_identity_collapse``: the batch unbalanced Sinkhorn plan (columns KL-relaxed, §1)
   satisfies (*) for every ``rho`` (ratio measured/bound <= 1), and its diagonal mass
   ``trace(P)/n`` increases towards 1 as ``rho -> 1`` (details);
-* ``prop1_diagonal_mass``: that diagonal mass at ``n = 32`` with constant scores is THEORY's
+* ``prop1_diagonal_mass``: that diagonal mass at ``n = 32`` with constant scores is docs/theory.md's
   (0.16933, 0.31476, 0.60784, 0.86515, 0.97169 at ``rho = 0.5, 0.9, 0.99, 0.999, 0.9999``);
 * ``prop1_feasibility_lp``: targets ``b >= 0``, ``sum b = n`` are feasible iff
   ``sum_{j >= k} b_j <= n - k + 1`` for all ``k``, compared case by case with a linear
@@ -39,7 +39,7 @@ __all__ = ["CHECKS", "THEORY_DIAGONAL_MASS", "check_diagonal_mass", "check_feasi
 THEOREM = "Proposition 1 (§1)"
 
 
-#: THEORY §1 (computed independently, converged to a relative change below 1e-15 per
+#: docs/theory.md §1 (computed independently, converged to a relative change below 1e-15 per
 #: iteration): the batch plan's diagonal mass ``trace(P)/n`` at ``n = 32``, constant scores.
 THEORY_DIAGONAL_MASS = {0.5: 0.16933, 0.9: 0.31476, 0.99: 0.60784, 0.999: 0.86515,
                         0.9999: 0.97169}
@@ -111,10 +111,10 @@ def check_diagonal_mass(
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
 ) -> Measurement:
-    """The batch plan's diagonal mass at ``n = 32``, constant scores, against THEORY §1.
+    """The batch plan's diagonal mass at ``n = 32``, constant scores, against docs/theory.md §1.
 
-    Measured: ``max_rho |trace(P)/32 - THEORY|`` (``THEORY_DIAGONAL_MASS``; ``rho`` must be
-    one THEORY gives). Tolerance ``5e-6``: THEORY prints 5 decimals (half a unit); the plan
+    Measured: ``max_rho |trace(P)/32 - docs/theory.md|`` (``THEORY_DIAGONAL_MASS``; ``rho`` must be
+    one docs/theory.md gives). Tolerance ``5e-6``: docs/theory.md prints 5 decimals (half a unit); the plan
     is iterated to ``log v`` increments ``1e-12`` (float64), i.e. within ``kappa 1e-12 <=
     1e-8`` of the fixed point at ``rho = 0.9999``, which moves the diagonal mass by less.
     ``rho = 0.9999`` needs about 2.6e5 sweeps (``--full`` only). float32: increments
@@ -124,7 +124,7 @@ def check_diagonal_mass(
     """
     unknown = [r for r in rhos if r not in THEORY_DIAGONAL_MASS]
     if unknown:
-        raise ValueError(f"rhos {unknown} have no THEORY value; THEORY §1 gives "
+        raise ValueError(f"rhos {unknown} have no docs/theory.md value; docs/theory.md §1 gives "
                          f"{sorted(THEORY_DIAGONAL_MASS)}")
     n = 32
     plan_tol = 1e-12 if dtype == torch.float64 else 1e-6
@@ -136,7 +136,7 @@ def check_diagonal_mass(
         masses[str(rho)] = float(diagonal_mass(plan))
         worst = max(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
     return Measurement(
-        quantity="max |trace(P)/n - THEORY §1|, batch plan, n = 32, constant scores",
+        quantity="max |trace(P)/n - docs/theory.md §1|, batch plan, n = 32, constant scores",
         measured=worst,
         reference=0.0,
         relation="==",

@@ -1,4 +1,4 @@
-"""THEORY.md §2, Proposition 2.3: prefix consistency, and the batch plan's future-token leak.
+"""docs/theory.md §2, Proposition 2.3: prefix consistency, and the batch plan's future-token leak.
 
 The leak of an attention map ``P`` on scores ``S`` (length ``n``) is
 
@@ -6,13 +6,13 @@ The leak of an attention map ``P`` on scores ``S`` (length ``n``) is
 
 ``P_m`` the map on the length-``m`` prefix ``S[:m, :m]``. The prefix-consistent operator has
 leak exactly 0 (row ``l`` depends on rows ``< l`` only); the batch unbalanced Sinkhorn plan
-of §1 does not (THEORY §1: at ``n = 64``, ``m = 32``, N(0,1) scores from numpy's
+of §1 does not (docs/theory.md §1: at ``n = 64``, ``m = 32``, N(0,1) scores from numpy's
 ``default_rng`` seeds 0..9, median 0.040 (0.034-0.052) at ``rho = 0.3``, 0.124
 (0.093-0.148) at 0.6, 0.398 (0.313-0.440) at 0.9). Two checks, each the other's negative
 control (docs/theory.md §1, §2):
 
 * ``prop23_prefix_consistency``: leak of the operator ``== 0`` (float64 round-off);
-* ``prop23_batch_leak``: the batch plan's leak statistics reproduce THEORY's.
+* ``prop23_batch_leak``: the batch plan's leak statistics reproduce docs/theory.md's.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ leak = prefix_leak
 
 THEOREM = "Proposition 2.3 (§2)"
 
-#: THEORY §1 (computed independently of the project): the batch plan's leak at ``n = 64``,
+#: docs/theory.md §1 (computed independently of the project): the batch plan's leak at ``n = 64``,
 #: ``m = 32``, N(0,1) scores from ``numpy.random.default_rng(seed)``, seeds 0..9:
 #: ``rho: (median, lowest, highest)`` over the seeds, printed to 3 decimals.
 THEORY_LEAK = {0.3: (0.040, 0.034, 0.052), 0.6: (0.124, 0.093, 0.148),
@@ -95,18 +95,18 @@ def check_batch_leak(
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
 ) -> Measurement:
-    """The batch plan leaks future tokens, as much as THEORY §1 measured independently.
+    """The batch plan leaks future tokens, as much as docs/theory.md §1 measured independently.
 
     Scores ``numpy.random.default_rng(seed).standard_normal((n, n))`` for ``seed = 0..9``;
     the leak of each is ``max_{l,j <= m} |P_n[l,j] - P_m[l,j]|`` at ``m = prefix``. Measured:
-    the largest deviation of the median, lowest and highest leak over the seeds from THEORY's
-    ``(median, lowest, highest)`` (``THEORY_LEAK``), over every ``rho`` THEORY gives (others
-    are reported, not compared). Tolerance ``5e-4``: THEORY prints 3 decimals (half a unit),
+    the largest deviation of the median, lowest and highest leak over the seeds from docs/theory.md's
+    ``(median, lowest, highest)`` (``THEORY_LEAK``), over every ``rho`` docs/theory.md gives (others
+    are reported, not compared). Tolerance ``5e-4``: docs/theory.md prints 3 decimals (half a unit),
     while the plans are converged to ``log v`` increments ``1e-12`` (distance to the fixed
     point ``<= kappa 1e-12 <= 1e-11``, far below it). A leak of 0 (a prefix-consistent map)
-    misses every THEORY value by at least 0.034.
+    misses every docs/theory.md value by at least 0.034.
 
-    Only THEORY's setting (``n = 64``, ``m = 32``, 10 seeds) has reference values;
+    Only docs/theory.md's setting (``n = 64``, ``m = 32``, 10 seeds) has reference values;
     other sizes raise ``ValueError``. float32: the plan is computed in float32 (increments
     to ``1e-5``, i.e. ``log v`` within ``9e-5``), so the tolerance is ``2e-3``.
 
@@ -116,7 +116,7 @@ def check_batch_leak(
     import numpy as np
 
     if (n, prefix, seeds) != (64, 32, 10):
-        raise ValueError(f"THEORY §1 gives the leak at n=64, prefix=32, seeds=10 only; got "
+        raise ValueError(f"docs/theory.md §1 gives the leak at n=64, prefix=32, seeds=10 only; got "
                          f"n={n}, prefix={prefix}, seeds={seeds}")
     s = torch.tensor(np.stack([np.random.default_rng(k).standard_normal((n, n))
                                for k in range(seeds)]), dtype=torch.float64)
@@ -134,7 +134,7 @@ def check_batch_leak(
             worst = max(worst, *(abs(g - t) for g, t in zip(got, THEORY_LEAK[rho],
                                                             strict=True)))
     return Measurement(
-        quantity=f"max |leak stat - THEORY| (median/min/max over seeds, m={prefix})",
+        quantity=f"max |leak stat - docs/theory.md| (median/min/max over seeds, m={prefix})",
         measured=worst,
         reference=0.0,
         relation="==",

@@ -1,4 +1,4 @@
-"""THEORY.md §2, Proposition 2.4: reductions of the prefix-consistent operator.
+"""docs/theory.md §2, Proposition 2.4: reductions of the prefix-consistent operator.
 
 * ``rho = 0`` is exactly the causal softmax (``kappa = 0`` removes the column term of
   ``F_l``); and for ``rho -> 0`` the operator tends to it continuously: row ``l`` satisfies

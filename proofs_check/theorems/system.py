@@ -20,7 +20,7 @@ Parts (``None`` = the project's own):
     substitutes it everywhere the checks compute it.
 ``batch_plan``
     ``(scores, rho, *, tol=..., max_iter=...) -> result`` with ``.weights`` (the plan):
-    ``batch_unbalanced_sinkhorn`` (THEORY §1).
+    ``batch_unbalanced_sinkhorn`` (docs/theory.md §1).
 ``biased_softmax``
     ``(scores, bias) -> attention``: ``proofs_check.operators.biases.softmax_with_bias``.
 ``closed_forms``

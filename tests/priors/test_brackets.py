@@ -1,4 +1,4 @@
-"""Brackets of THEORY.md §6: containment, ordering, convergence, the §6 numbers.
+"""Brackets of docs/theory.md §6: containment, ordering, convergence, the §6 numbers.
 
 The exact values come from ``priors.harmonic`` (Hurwitz-zeta / digamma differences in
 mpmath, itself tested against direct summation in ``test_harmonic.py``) and from mpmath's
@@ -74,7 +74,7 @@ def test_m_zero_and_one() -> None:
 
 @pytest.mark.parametrize("m", [10, 1000, 10**6, 10**12])
 def test_integral_bracket_tends_to_log_forms_as_delta_to_zero(m: int) -> None:
-    # delta -> 0 limits ln(m+1) and 1 + ln m (THEORY §6). The difference at delta is
+    # delta -> 0 limits ln(m+1) and 1 + ln m (docs/theory.md §6). The difference at delta is
     # O(delta ln(m)^2): with delta = 2^-60 that is < 1e-15.
     with mpmath.workdps(30):  # 1 + 2^-60 needs 61 bits: build it at enough precision
         tiny = 1 + mpf(2) ** -60
@@ -156,7 +156,7 @@ def test_limit_is_zero_when_not_summable() -> None:
 
 
 def test_near_one_limit_theory_numbers() -> None:
-    # THEORY §6: at W = 512, n = 1e12, delta -> 0, H_W/H_n = 0.24165 against 0.22577 for
+    # docs/theory.md §6: at W = 512, n = 1e12, delta -> 0, H_W/H_n = 0.24165 against 0.22577 for
     # ln W / ln n (5 printed digits, computed independently: tolerance 5e-6).
     v = near_one_limit(512, 10**12)
     with mpmath.workdps(40):

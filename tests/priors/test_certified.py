@@ -205,7 +205,7 @@ def test_content_score_balls_contain_softmax_masses(enc, w, n, bound):
     m_lo, m_hi = (float(x.mid()) for x in c.window_mass_bracket)
     d_lo, d_hi = (float(x.mid()) for x in c.distant_mass_bracket)
     in_window = np.arange(n) < w
-    # extreme scores attain the brackets (THEORY.md §5): equal up to float64 softmax
+    # extreme scores attain the brackets (docs/theory.md §5): equal up to float64 softmax
     # rounding over n <= 40 terms (a few ulps; 64 ulps allowed)
     tol = 64 * np.finfo(np.float64).eps
     m, d = _softmax_window(bias, np.where(in_window, -bound, bound), w)

@@ -1,4 +1,4 @@
-"""The classification table of THEORY.md §5, reproduced three ways.
+"""The classification table of docs/theory.md §5, reproduced three ways.
 
 Each row's label is checked (a) as the encoding states it, (b) by sympy's convergence test
 on ``e^{b(d)}`` where a closed form exists, and (c) against the masses themselves: a
@@ -30,7 +30,7 @@ from priors.encodings import (
 )
 from priors.symbolic import classify
 
-# (encoding, label, rate) -- THEORY.md §5 table
+# (encoding, label, rate) -- docs/theory.md §5 table
 TABLE = [
     (NoPE(), "dilutes", "W/l"),
     (ALiBi(0.3), "summable", "e^{-m l}"),
@@ -78,7 +78,7 @@ def test_labels_agree_with_the_masses(enc, label):
     if label == "summable":
         lim = enc.limit_window_mass(w)
         assert lim > 0
-        # THEORY §5 at B = 0: D_l(W) <= 1 - S_W / S_inf = D_inf for every l
+        # docs/theory.md §5 at B = 0: D_l(W) <= 1 - S_W / S_inf = D_inf for every l
         d_inf, d_n, d_6 = enc.limit_distant_mass(w), enc.distant_mass(w, n), enc.distant_mass(
             w, 10**6
         )

@@ -1,7 +1,7 @@
-"""``priors.dilution_bounds``: the closed forms of Theorem 1 (THEORY.md §3).
+"""``priors.dilution_bounds``: the closed forms of Theorem 1 (docs/theory.md §3).
 
 References: the same formulas evaluated by mpmath at 40 digits, and the special cases
-THEORY states (the softmax bound ``e^{2B}/l`` at ``rho = 0``; ``l^-(1-rho)`` at ``B = 0``).
+docs/theory.md states (the softmax bound ``e^{2B}/l`` at ``rho = 0``; ``l^-(1-rho)`` at ``B = 0``).
 """
 
 from __future__ import annotations

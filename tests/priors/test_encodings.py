@@ -1,4 +1,4 @@
-"""Encodings: closed-form prior sums against direct high-precision summation (THEORY.md §5).
+"""Encodings: closed-form prior sums against direct high-precision summation (docs/theory.md §5).
 
 Reference values come from a different method than the code under test: term-by-term
 ``mpmath.fsum`` of ``e^{b(d)}`` at 20 extra digits, with ``b(d)`` written out here from
@@ -127,7 +127,7 @@ def test_log_distance_limit_is_harmonic_over_zeta(alpha):
     got = LogDistance(alpha).limit_window_mass(w)
     with mpmath.workdps(50):
         assert abs(got - ref) <= RTOL * ref
-    # and the finite-length masses approach it from above (THEORY §5)
+    # and the finite-length masses approach it from above (docs/theory.md §5)
     assert LogDistance(alpha).window_mass(w, 10**15) >= got
 
 
@@ -236,7 +236,7 @@ def test_causal_ot_window_mass_matches_h2_continuum_when_available():
 
 
 def test_causal_ot_small_q_asymptotic():
-    # M ~ q^(1-rho) / Gamma(2-rho) as q -> 0 (THEORY §4): relative gap O(q)
+    # M ~ q^(1-rho) / Gamma(2-rho) as q -> 0 (docs/theory.md §4): relative gap O(q)
     rho = 0.5
     got = CausalOTPrior(rho).window_mass(1, 10**12)
     with mpmath.workdps(40):

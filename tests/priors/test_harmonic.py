@@ -1,4 +1,4 @@
-"""Precision of the generalised harmonic numbers (THEORY.md §6, issue 2 "Exactness").
+"""Precision of the generalised harmonic numbers (docs/theory.md §6).
 
 References, each by a method independent of the code under test (Hurwitz-zeta / digamma
 differences with cancellation recovery):
@@ -95,7 +95,7 @@ def _assert_all(errors: dict[object, mpf], bound: mpf, what: str) -> None:
 @pytest.mark.parametrize("dps", [15, 30, 50])
 @pytest.mark.parametrize("name", list(ALPHAS))
 def test_harmonic_number_against_direct_summation(name: str, dps: int) -> None:
-    # Required accuracy (issue 2): relative error < 10^-(dps-5). The reference is summed at
+    # Required accuracy: relative error < 10^-(dps-5). The reference is summed at
     # dps + 20 digits, so its own rounding (<= 3000 terms * 10^-(dps+20)) is far below that.
     alpha = ALPHAS[name]
     ref = _direct_mpmath(alpha, SMALL_M, dps + 20)
@@ -224,7 +224,7 @@ def test_arb_tail_matches_mpmath_far_out() -> None:
 
 
 def test_better_than_scipy_float64_at_delta_1e6() -> None:
-    # Issue 2: scipy's float64 zeta(s) - zeta(s, m+1) loses up to ~4e-11 relative at
+    # scipy's float64 zeta(s) - zeta(s, m+1) loses up to ~4e-11 relative at
     # s = 1 + 1e-6. Our dps=30 result must be accurate to 1e-25 there, i.e. many orders
     # of magnitude better than float64 could ever be (guards against a float64 regression).
     from scipy.special import zeta as sp_zeta

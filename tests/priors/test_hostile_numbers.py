@@ -1,4 +1,4 @@
-"""Numbers that used to be silently wrong (issue 14), each against an independent method.
+"""Numbers that used to be silently wrong on hostile input, each against an independent method.
 
 The reference values are direct mpmath summations at high precision (term by term, no
 closed form, no tail formula), never the code under test.

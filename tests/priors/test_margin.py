@@ -1,4 +1,4 @@
-"""Margin selection (THEORY.md §7) against independent references.
+"""Margin selection (docs/theory.md §7) against independent references.
 
 References used here never go through ``priors.margin.search`` (Arb Hurwitz zeta):
 
@@ -38,7 +38,7 @@ from priors.margin import search as margin_search
 
 
 def direct_growth_mp(w: int, l0: int, l1: int, b: str, delta: float, dps: int = 40) -> mpmath.mpf:
-    """``D^+_{L1} - D^-_{L0}`` by direct summation of ``k^-alpha`` (THEORY §5, §7)."""
+    """``D^+_{L1} - D^-_{L0}`` by direct summation of ``k^-alpha`` (docs/theory.md §5, §7)."""
     with mpmath.workdps(dps):
         alpha = mpmath.mpf(1) + mpmath.mpf(delta)  # exact: 1 + float needs < 1100 bits here
         terms = [mpmath.mpf(k) ** (-alpha) for k in range(1, l1 + 1)]
@@ -62,9 +62,9 @@ def direct_growth_grid(w: int, l0: int, l1: int, b: float, alphas: np.ndarray) -
     return e * t1 / (s_w + e * t1) - t0 / (e * s_w + t0)
 
 
-# ------------------------------------------------------------------------- THEORY §7 table
+# ------------------------------------------------------------------------- docs/theory.md §7 table
 
-REFERENCE = [  # (W, L0, L1, tol, B, delta*) as printed in THEORY.md §7 (10 digits)
+REFERENCE = [  # (W, L0, L1, tol, B, delta*) as printed in docs/theory.md §7 (10 digits)
     (512, 512, 65536, "0.1", "0", 0.3054437527),
     (64, 64, 4096, "0.1", "0", 0.4589094374),
     (512, 512, 65536, "0.01", "0", 0.6756022922),
@@ -92,7 +92,7 @@ PROPERTY_CASES = [  # (W, L0, L1, tol, B): L0 = W and L0 > W, B = 0 and B > 0, a
     (8, 32, 1024, "0.05", "0"),
     (16, 16, 2048, "0.2", "0.3"),
     (4, 64, 512, "0.1", "0.25"),
-    (1, 16, 128, "0.48", "0.5"),  # non-monotone G (THEORY §7)
+    (1, 16, 128, "0.48", "0.5"),  # non-monotone G (docs/theory.md §7)
     (1, 2, 4, "0.02", "0"),  # regression: the sweep once stalled here (lo never moved)
     (7, 117, 224, "0.01", "0"),  # L0 near L1: D_L0 large, G small (product-form bound)
 ]
@@ -157,12 +157,12 @@ def test_no_margin_needed_b0():
 
 
 def test_sup_not_at_margin_nonmonotone():
-    """B > 0, L0 > W: G_B rises from alpha = 1 to a maximum near 1.45 (THEORY §7)."""
+    """B > 0, L0 > W: G_B rises from alpha = 1 to a maximum near 1.45 (docs/theory.md §7)."""
     r = select_margin(1, 128, 0.55, lmin=16, score_bound=0.5)
     assert r.delta == 0.0 and not r.sup_at_margin
     grid = 1 + np.linspace(0.0, 3.0, 30001)
     g = direct_growth_grid(1, 16, 128, 0.5, grid)  # float64, 128 terms: error ~1e-14
-    # THEORY §7 facts: 0.45647, 0.50425, 0.45703 at alpha = 1, 1.5, 2
+    # docs/theory.md §7 facts: 0.45647, 0.50425, 0.45703 at alpha = 1, 1.5, 2
     assert g[0] == pytest.approx(0.45647, abs=5e-6)
     peak = grid[g.argmax()]
     assert r.sup_method == SUP_BRANCH_AND_BOUND  # no violation to pin it: B&B located it

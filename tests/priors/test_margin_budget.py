@@ -1,4 +1,4 @@
-"""The margin search's evaluation budget (``max_evaluations``, THEORY.md §7, docs/theory.md §7).
+"""The margin search's evaluation budget (``max_evaluations``, docs/theory.md §7).
 
 When ``tol`` sits within a tiny distance ``eps`` of a local maximum of the growth ``G`` the
 first-order box bound needs ``~ 1/sqrt(eps)`` boxes (hours at ``eps = 1e-12``). The search
@@ -36,7 +36,7 @@ DPS = 50
 
 
 def growth(alpha: mpmath.mpf) -> mpmath.mpf:
-    """``G = D^+_{L1} - D^-_{L0}`` at ``alpha > 1`` (THEORY §5, §7), Hurwitz tails.
+    """``G = D^+_{L1} - D^-_{L0}`` at ``alpha > 1`` (docs/theory.md §5, §7), Hurwitz tails.
 
     At least 50 digits, more if the caller works at more (``mpmath.diff`` raises the
     precision to resolve its step: rounding ``alpha`` back to 50 digits would lose it).
@@ -164,7 +164,7 @@ def test_tiny_budget_is_still_honest():
 
 
 @pytest.mark.parametrize(("kwargs", "reference"), [
-    # THEORY.md §7 reference table (10 digits), as pinned by test_margin.test_reference_table
+    # docs/theory.md §7 reference table (10 digits), as pinned by test_margin.test_reference_table
     ({"window": 512, "lmax": 65536, "growth_tol": 0.1}, "0.3054437527"),
     ({"window": 64, "lmax": 4096, "growth_tol": 0.1}, "0.4589094374"),
     ({"window": 512, "lmax": 65536, "growth_tol": 0.05, "lmin": 4096}, "0.2584215485"),

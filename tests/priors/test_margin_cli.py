@@ -1,4 +1,4 @@
-"""``python -m priors.margin``: output, tables, JSON, bad input, imports (THEORY.md §7).
+"""``python -m priors.margin``: output, tables, JSON, bad input, imports (docs/theory.md §7).
 
 Values printed by the command are compared with ``select_margin`` (same code) only for
 plumbing; the numbers themselves are checked against independent references in
@@ -51,7 +51,7 @@ def test_json_single(capsys):
 def test_text_report(capsys):
     rc, out, err = run(["--window", "64", "--lmax", "4096", "--tol", "0.1"], capsys)
     assert rc == 0 and err == ""
-    # THEORY §7 reference 0.4589094374, to its 10 printed digits
+    # docs/theory.md §7 reference 0.4589094374, to its 10 printed digits
     assert "delta*     0.458909437" in out
     assert "alpha*     1.458909437" in out
     # the printed delta* is delta_hi rounded UP, so it is still safe: check it directly

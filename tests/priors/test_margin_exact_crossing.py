@@ -1,4 +1,4 @@
-"""The margin search when ``G`` crosses ``tol`` exactly at a bisection midpoint (THEORY §7).
+"""The margin search when ``G`` crosses ``tol`` exactly at a bisection midpoint (docs/theory.md §7).
 
 With ``W = L0 = 1``, ``L1 = 2``, ``B = 0`` the growth is ``G(alpha) = D_2(1) =
 2^-alpha / (1 + 2^-alpha)``, strictly decreasing, and ``G(2) = 1/5`` exactly: at
@@ -32,7 +32,7 @@ def closed_form_growth(delta: float) -> mpmath.mpf:
 
 
 def direct_growth(w: int, l1: int, b: str, delta: float) -> mpmath.mpf:
-    """``D^+_{L1}(W)`` at ``L0 = W`` by direct 40-digit summation (THEORY §5)."""
+    """``D^+_{L1}(W)`` at ``L0 = W`` by direct 40-digit summation (docs/theory.md §5)."""
     with mpmath.workdps(40):
         a = 1 + mpmath.mpf(delta)
         terms = [mpmath.mpf(k) ** -a for k in range(1, l1 + 1)]

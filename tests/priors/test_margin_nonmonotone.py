@@ -1,7 +1,7 @@
-"""Margin selector (THEORY.md §7) on non-monotone growth, against brute force.
+"""Margin selector (docs/theory.md §7) on non-monotone growth, against brute force.
 
 With ``B > 0`` and ``L0 > W`` the growth ``G = D^+_{L1} - D^-_{L0}`` can rise from
-``alpha = 1`` to an interior maximum before it falls (THEORY §7). When ``G(1) < tol < max G``
+``alpha = 1`` to an interior maximum before it falls (docs/theory.md §7). When ``G(1) < tol < max G``
 the margin ``delta*`` is the crossing to the right of the maximum, and the certified sweep's
 first-order box bound alone creeps towards it from the right without ever exposing a
 violation (the secant probe of ``priors.margin.search`` exposes one). This module checks the
@@ -36,7 +36,7 @@ DPS = 50
 
 
 def growth_mp(w: int, l0: int, l1: int, b: str, delta: float) -> mpmath.mpf:
-    """``G(1 + delta) = D^+_{L1} - D^-_{L0}`` at 50 digits (THEORY §5, §7), Hurwitz tails.
+    """``G(1 + delta) = D^+_{L1} - D^-_{L0}`` at 50 digits (docs/theory.md §5, §7), Hurwitz tails.
 
     ``1 + delta`` is formed exactly (a float ``delta`` needs < 1100 bits). Near ``alpha = 1``
     the Hurwitz difference cancels like ``1/delta``; at ``delta >= 1e-20`` that costs at most
@@ -99,7 +99,7 @@ def brute_force_margin(w: int, l0: int, l1: int, b: str, tol: str, delta_end: fl
     """``delta*`` by brute force: the last grid point with ``G > tol``, then bisection.
 
     Beyond ``delta_end`` nothing violates (``D^+_{L1}(1 + delta_end) < tol`` and ``D^+_{L1}``
-    bounds ``G`` and is nonincreasing, THEORY §7). Returns ``(delta*, grid, G_grid)``, or
+    bounds ``G`` and is nonincreasing, docs/theory.md §7). Returns ``(delta*, grid, G_grid)``, or
     ``None`` when the float grid cannot decide a sign (``|G - tol| < GRID_SLACK`` at a grid
     point: the caller redraws ``tol``). The bisection keeps ``G(lo) > tol >= G(hi)`` on
     50-digit values, so ``delta*`` is within ``BISECT_WIDTH`` of the returned ``hi``.

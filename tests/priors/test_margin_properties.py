@@ -1,4 +1,4 @@
-"""Property tests of the margin selector (THEORY.md §7), hypothesis-driven, kept small.
+"""Property tests of the margin selector (docs/theory.md §7), hypothesis-driven, kept small.
 
 Monotonicity statements are about the exact ``delta*``; the code returns a proven bracket
 ``delta_lo < delta* <= delta_hi``, so "``delta*_a <= delta*_b``" is tested in the form it
@@ -30,7 +30,7 @@ def lo_hi(r):
 
 
 def direct_growth(w: int, l0: int, l1: int, b: str, delta: float) -> mpmath.mpf:
-    """``D^+_{L1} - D^-_{L0}`` by direct 40-digit summation (THEORY §5)."""
+    """``D^+_{L1} - D^-_{L0}`` by direct 40-digit summation (docs/theory.md §5)."""
     with mpmath.workdps(40):
         a = 1 + mpmath.mpf(delta)
         terms = [mpmath.mpf(k) ** -a for k in range(1, l1 + 1)]

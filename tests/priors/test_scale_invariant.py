@@ -1,4 +1,4 @@
-"""Closed forms of the scale-invariant prior (THEORY.md §4) against quadrature and limits.
+"""Closed forms of the scale-invariant prior (docs/theory.md §4) against quadrature and limits.
 
 References are numerical quadrature (mpmath.quad, tanh-sinh) of the density in the
 original variable ``y`` and closed-form special cases (``rho = 0`` is uniform softmax).
@@ -27,7 +27,7 @@ QUAD_TOL = mpf(10) ** -20
 
 
 def _f_near_one(rho, v: mpf) -> mpf:
-    """f_rho(1 - v) from THEORY §4, written in v = 1 - y so y never rounds to 1."""
+    """f_rho(1 - v) from docs/theory.md §4, written in v = 1 - y so y never rounds to 1."""
     r = mpf(rho)
     return (-mpmath.log1p(-v)) ** (-r) / mpmath.gamma(1 - r)
 
@@ -60,7 +60,7 @@ def test_density_formula(rho, v: str) -> None:
 @pytest.mark.parametrize("rho", RHOS)
 @pytest.mark.parametrize("q", ["0.001", "0.1", "0.5", "0.9", "0.999999"])
 def test_window_mass_continuum_against_quadrature(rho, q: str) -> None:
-    # M(q) = int_{1-q}^1 f_rho(y) dy (THEORY §4), by quadrature in v = 1 - y.
+    # M(q) = int_{1-q}^1 f_rho(y) dy (docs/theory.md §4), by quadrature in v = 1 - y.
     with mpmath.workdps(DPS):
         qq = mpf(q)
         direct = _int_near_one(lambda v: _f_near_one(rho, v), rho, qq)
@@ -86,7 +86,7 @@ def test_window_mass_asymptotic_ratio_tends_to_one(rho) -> None:
 @pytest.mark.parametrize("rho", RHOS)
 @pytest.mark.parametrize("y", ["1e-6", "0.01", "0.3", "0.9", "0.999"])
 def test_cumulative_mass_is_integral_of_density_over_x(rho, y: str) -> None:
-    # F(y) = int_y^1 f(x)/x dx (THEORY §4), by quadrature in v = 1 - x.
+    # F(y) = int_y^1 f(x)/x dx (docs/theory.md §4), by quadrature in v = 1 - x.
     with mpmath.workdps(DPS):
         yy = mpf(y)
         direct = _int_near_one(lambda v: _f_near_one(rho, v) / (1 - v), rho, 1 - yy)

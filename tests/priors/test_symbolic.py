@@ -1,4 +1,4 @@
-"""sympy verification of the scale-invariant prior (THEORY.md §4): residuals simplify to 0.
+"""sympy verification of the scale-invariant prior (docs/theory.md §4): residuals simplify to 0.
 
 Each residual is an identity the continuum fixed point needs (see ``priors.symbolic``);
 the mutation tests show the same machinery returns a NONZERO residual for a wrong closed
@@ -81,7 +81,7 @@ def test_wrong_kappa_is_detected() -> None:
 
 
 def test_import_is_lazy() -> None:
-    # importing priors.symbolic must not import sympy (THEORY/brief: sympy only lazily)
+    # importing priors.symbolic must not import sympy (docs/theory.md: sympy only lazily)
     code = "import sys, priors.symbolic; print('sympy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""Window/distant masses with content-score brackets (THEORY.md §5) and monotonicity.
+"""Window/distant masses with content-score brackets (docs/theory.md §5) and monotonicity.
 
 The brackets are checked against an actual causal softmax row computed in numpy float64
 with the extreme scores that attain them (-B on the window, +B outside, and the reverse)
@@ -89,7 +89,7 @@ def test_series_bracket_for_log_distance_contains_exact_and_is_nested():
 
 
 def test_near_one_law_theory_section6():
-    # delta -> 0: M_n(W) -> H_W / H_n = 0.24165 at W = 512, n = 1e12 (THEORY §6)
+    # delta -> 0: M_n(W) -> H_W / H_n = 0.24165 at W = 512, n = 1e12 (docs/theory.md §6)
     got = LogDistance(1 + 1e-12).window_mass(512, 10**12)
     with mpmath.workdps(40):
         ref = (mpmath.digamma(513) + mpmath.euler) / (mpmath.digamma(10**12 + 1) + mpmath.euler)
@@ -123,7 +123,7 @@ def test_mass_report_bad_input():
         mass_report("alibi", 4, 8)  # type: ignore[arg-type]
 
 
-# --- monotonicity (THEORY §7 relies on it): property tests ------------------------------
+# --- monotonicity (docs/theory.md §7 relies on it): property tests ------------------------------
 # Values at dps 30 carry ~1e-30 relative error each; a tolerance of 1e-25 relative is far
 # above that rounding yet far below any real decrease the tests could catch (a genuine
 # violation would be of the size of one prior term, >= 1e-20 for these parameters).

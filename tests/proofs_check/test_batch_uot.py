@@ -1,4 +1,4 @@
-"""Batch unbalanced Sinkhorn (THEORY §1) against POT, its own optimality conditions, and §1 numbers.
+"""Batch unbalanced Sinkhorn (docs/theory.md §1) against POT, its own optimality conditions, and §1 numbers.
 
 Independent reference: POT's ``ot.unbalanced.sinkhorn_unbalanced(a, b, M, reg=1,
 reg_m=(inf, lam), reg_type='kl', method='sinkhorn')`` with ``a = 1``, ``M = -S`` on the causal
@@ -35,7 +35,7 @@ def _pot_plan(scores: torch.Tensor, rho: float, b: np.ndarray | None = None) -> 
     low = np.tril_indices(n)
     cost[low] = -scores.detach().double().numpy()[low]
     b = np.ones(n) if b is None else b
-    # reg_type='kl' takes the entropy relative to c = a b^T by default; our problem (THEORY §1)
+    # reg_type='kl' takes the entropy relative to c = a b^T by default; our problem (docs/theory.md §1)
     # is relative to the all-ones measure, so pass c = 1 (identical when b = 1).
     return ot.unbalanced.sinkhorn_unbalanced(
         np.ones(n), b, cost, reg=1.0, reg_m=(np.inf, lam), reg_type="kl", c=np.ones((n, n)),
@@ -204,7 +204,7 @@ def test_n_equals_one():
     assert torch.equal(res.weights, torch.ones(1, 1, dtype=F64))
 
 
-# THEORY §1's numbers (diagonal masses, leak) are reproduced in test_theorems_s1_numbers.py.
+# docs/theory.md §1's numbers (diagonal masses, leak) are reproduced in test_theorems_s1_numbers.py.
 
 
 def _diag_mass(rho: float, *, tol: float, max_iter: int | None = None) -> float:

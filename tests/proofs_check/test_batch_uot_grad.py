@@ -1,4 +1,4 @@
-"""Gradients of the batch unbalanced Sinkhorn plan (implicit differentiation, THEORY §1).
+"""Gradients of the batch unbalanced Sinkhorn plan (implicit differentiation, docs/theory.md §1).
 
 Reference: central finite differences of the forward solve (``torch.autograd.gradcheck``,
 float64), a different method from the adjoint linear system the backward solves. The

@@ -1,4 +1,4 @@
-"""Checks of the prefix-consistent causal OT operator itself (THEORY §2; issue 4).
+"""Checks of the prefix-consistent causal OT operator itself (docs/theory.md §2).
 
 References are always a different method: mpmath at 30 digits (Lemma 2.1 solved independently
 in arbitrary precision), torch.softmax, the operator on a shorter/edited sequence, or another
@@ -213,7 +213,7 @@ def test_float32_agrees_with_float64():
     for method in METHODS:
         w = causal_ot_attention(s.float(), rho, method=method).weights
         assert w.dtype == torch.float32
-        # float32 log-potentials carry about 5e-7 absolute error (issue 4) and the default
+        # float32 log-potentials carry about 5e-7 absolute error and the default
         # float32 tol is 1e-5 on increments, i.e. 1e-4 on the fixed-point residual at rho=0.9;
         # weights are <= 1, so an absolute 2e-4 is the justified bound (measured ~1e-6 exact).
         err = (w.double() - ref).abs().max().item()
@@ -290,7 +290,7 @@ def test_mp_solver_masks_like_the_torch_solver():
 
 
 def test_plain_sweeps_contract_by_about_rho():
-    # THEORY §2 measured 0.1992, 0.4991, 0.8003 at rho = 0.2, 0.5, 0.8 (independently of us).
+    # docs/theory.md §2 measured 0.1992, 0.4991, 0.8003 at rho = 0.2, 0.5, 0.8 (independently of us).
     # We measure the geometric-mean ratio of successive sup-norm increments over the last 10
     # sweeps whose increment is still above 1e-11 (below that, rounding noise takes over).
     from proofs_check.operators._causal_ot_sinkhorn import sweep
@@ -310,7 +310,7 @@ def test_plain_sweeps_contract_by_about_rho():
         ratio = (incs[k2] / incs[k2 - 10]) ** (1 / 10)
         # The linearised map is block triangular with spectrum rho(1 - a/C') <= rho clustered
         # at rho; early sweeps contract faster (transient ratios 0.03..0.78 at rho = 0.8), the
-        # tail approaches rho. 0.01 admits the slow approach we see; THEORY's own runs sit
+        # tail approaches rho. 0.01 admits the slow approach we see; docs/theory.md's own runs sit
         # within 0.0009 of rho, so the two measurements must agree to 0.011.
         assert abs(ratio - rho) <= 0.01, (rho, ratio)
         assert abs(ratio - theory) <= 0.011, (rho, ratio, theory)

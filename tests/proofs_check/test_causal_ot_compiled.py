@@ -1,8 +1,8 @@
-"""The compiled CPU kernel of the causal OT operator against independent references (issue 11).
+"""The compiled CPU kernel of the causal OT operator against independent references.
 
 References: mpmath (Lemma 2.1 at 30 digits), the pure-torch row solver (same equations, other
 code and arithmetic), plain Lemma 2.2 sweeps (another algorithm), central finite differences
-(gradcheck) for the exact backward. Also the hostile inputs of issue 14 (overflowing score
+(gradcheck) for the exact backward. Also the hostile inputs (overflowing score
 differences, huge shifts, unreachable tolerances, meta tensors) and the no-compiler fallback.
 """
 
@@ -72,7 +72,7 @@ def test_compiled_float64_within_1e_10_of_mpmath_at_n_64(std, rho):
     s = rand_scores(64, 64, seed=31 + std, scale=float(std))
     w = causal_ot_attention(s, rho, tol=1e-10).weights
     err = (w - mp_weights(s, rho)).abs().max().item()
-    # issue 11's target: 1e-10 at the default tolerance (Newton's error estimate <= 1e-10 on
+    # 1e-10 at the default tolerance (Newton's error estimate <= 1e-10 on
     # log-weights, and weights <= 1, so the absolute weight error is at most that, plus
     # rounding of O(kappa log n) terms ~ 1e-13).
     assert err <= 1e-10, err
@@ -162,7 +162,7 @@ def test_float32_agrees_with_float64_to_float32_accuracy_at_score_std_6():
 
 @pytest.mark.parametrize("method", ["newton", "sinkhorn", "anderson"])
 def test_overflowing_score_difference_gives_the_limit_not_nan(method):
-    # issue 14 item 4: +9e307 and -9e307 in one row. Their difference overflows; the key at
+    # +9e307 and -9e307 in one row. Their difference overflows; the key at
     # -9e307 has weight below any float (exp(-1.8e308)), so the row equals the row with that
     # key masked, and a constant shift of every row changes nothing (Proposition 2.4).
     s = rand_scores(6, 6, seed=36)
@@ -181,7 +181,7 @@ def test_overflowing_score_difference_gives_the_limit_not_nan(method):
 
 @pytest.mark.parametrize("method", ["newton", "sinkhorn", "anderson"])
 def test_huge_constant_shift_in_float32_changes_nothing(method):
-    # issue 14: float32 randn + 1e7 ran all 100000 sweeps. Shifted by the row max first, the
+    # float32 randn + 1e7: unshifted, the sweeps never meet tol. Shifted by the row max first, the
     # solve sees the same numbers up to the rounding of randn + 1e7 (ulp 1 at 1e7).
     s = rand_scores(24, 24, seed=37, dtype=torch.float32)
     base = causal_ot_attention(s, 0.8, method=method)
@@ -666,7 +666,7 @@ def test_series_solve_matches_pure_torch_solver_on_long_rows(rho, monkeypatch):
     monkeypatch.setenv("PROOFS_CHECK_SERIES", "0")
     joint, st_joint = _forward(s, rho)
     assert (st_joint[:, 6] == 0).all()
-    # issue 11's accuracy at the default tolerance: Newton's error bound 1e-10 on the
+    # accuracy at the default tolerance: Newton's error bound 1e-10 on the
     # log-weights (rows aim at tol/10; weights <= 1), for the series solve and the joint loop
     assert (fast - ref).abs().max().item() <= 1e-10
     assert (joint - ref).abs().max().item() <= 1e-10

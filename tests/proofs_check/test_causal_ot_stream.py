@@ -1,4 +1,4 @@
-"""The O(n)-memory streaming solver against the dense solvers and THEORY §4's measurements."""
+"""The O(n)-memory streaming solver against the dense solvers and docs/theory.md §4's measurements."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_rho_zero_is_uniform():
 
 
 def test_continuum_distance_reproduces_theory_k_256():
-    # THEORY §4: K_l = max_j |sum_{i<=j} a[l,i] - Q(1-rho, ln(l/j))| = 0.00668 at l = 256,
+    # docs/theory.md §4: K_l = max_j |sum_{i<=j} a[l,i] - Q(1-rho, ln(l/j))| = 0.00668 at l = 256,
     # rho = 1/3 (float64, computed independently). Q is scipy's regularised upper gamma.
     rho, l_max = 1 / 3, 256
     row = dict(stream_causal_ot(l_max, rho))[l_max]
@@ -65,7 +65,7 @@ def test_continuum_distance_reproduces_theory_k_256():
     j = torch.arange(1, l_max + 1, dtype=F64)
     q = gammaincc(1 - rho, (math.log(l_max) - torch.log(j)).numpy())
     k_l = float(abs(cdf - q).max())
-    # THEORY quotes 3 significant digits: agree to 1e-5 absolute (half a unit in the last digit)
+    # docs/theory.md quotes 3 significant digits: agree to 1e-5 absolute (half a unit in the last digit)
     assert abs(k_l - 0.00668) <= 5e-6, k_l
 
 

@@ -1,4 +1,4 @@
-"""CI-size tests of proofs_check.extrapolation (issue 15; THEORY.md §5, §7).
+"""CI-size tests of proofs_check.extrapolation (docs/theory.md §5, §7).
 
 Every model here is tiny (d_model 8, 2 heads, at most a few hundred positions), so the
 whole file runs in seconds. Tolerances: the model computes in float32; a softmax row of
@@ -85,7 +85,7 @@ def test_alibi_and_log_distance_biases_match_closed_forms():
 
 
 def test_margin_exponent_is_the_theory_reference():
-    # THEORY.md §7 table: W = 64, L1 = 4096, tau = 0.1 -> delta* = 0.4589094374 (10 digits)
+    # docs/theory.md §7 table: W = 64, L1 = 4096, tau = 0.1 -> delta* = 0.4589094374 (10 digits)
     alpha = resolve_exponent(parse_variant("margin-0.1"), 64, 4096)
     assert abs(alpha - 1.4589094374) < 1e-9
     model = ByteTransformer(ModelConfig("margin-0.1", exponent=alpha, **TINY))

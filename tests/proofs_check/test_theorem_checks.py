@@ -48,7 +48,7 @@ def test_negative_control_fails(spec):
 
 
 def test_registry_is_populated():
-    # THEORY.md has statements in §1-§8; an empty registry would make the tests above vacuous.
+    # docs/theory.md has statements in §1-§8; an empty registry would make the tests above vacuous.
     sections = {s.section.split(".")[0] for s in SPECS}
     assert {"§1", "§2", "§3", "§4", "§5", "§6", "§7", "§8"} <= sections, sorted(sections)
 

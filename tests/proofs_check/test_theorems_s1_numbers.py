@@ -1,6 +1,6 @@
-"""THEORY §1's numbers, reproduced by three independent routes (docs/theory.md §1).
+"""docs/theory.md §1's numbers, reproduced by three independent routes (docs/theory.md §1).
 
-THEORY §1 (corrected; computed independently of the project): the batch unbalanced plan's
+docs/theory.md §1 (corrected; computed independently of the project): the batch unbalanced plan's
 diagonal mass ``trace(P)/n`` at ``n = 32``, constant scores, is 0.16933, 0.31476, 0.60784,
 0.86515, 0.97169 at ``rho = 0.5, 0.9, 0.99, 0.999, 0.9999``; its leak at ``n = 64``,
 ``m = 32``, N(0,1) scores from numpy's ``default_rng`` seeds 0..9 has median 0.040 (range
@@ -11,7 +11,7 @@ Routes: the project's ``batch_unbalanced_sinkhorn`` (log-domain sweeps); POT's
 reg_m=(inf, lam), reg_type='kl', method='sinkhorn')``; and, here, Newton's method on the
 fixed-point equations of the same plan (a different algorithm: quadratic convergence in a
 handful of steps, so ``rho = 0.9999``, which costs plain sweeps about 2.6e5 iterations, is
-cheap). Tolerances: THEORY prints 5 decimals for the masses and 3 for the leaks, so half a
+cheap). Tolerances: docs/theory.md prints 5 decimals for the masses and 3 for the leaks, so half a
 unit of the last digit (``5e-6``, ``5e-4``); each route is converged far below that (see
 each test).
 """
@@ -31,8 +31,8 @@ from proofs_check.theorems.prefix_consistency import THEORY_LEAK, check_batch_le
 ot = pytest.importorskip("ot")
 
 N_DIAG = 32
-MASS_TOL = 5e-6  # THEORY prints 5 decimals
-LEAK_TOL = 5e-4  # THEORY prints 3 decimals
+MASS_TOL = 5e-6  # docs/theory.md prints 5 decimals
+LEAK_TOL = 5e-4  # docs/theory.md prints 3 decimals
 
 
 def _causal_constant(n: int) -> np.ndarray:
@@ -118,7 +118,7 @@ def _pot_diagonal_mass(rho: float) -> float:
 def test_pot_ours_newton_and_theory_agree_on_the_diagonal_mass(rho):
     # POT stops on a relative change 1e-15 of its scalings; ours at log v increments 1e-12
     # (distance to the fixed point <= kappa 1e-12 <= 1e-10 at rho = 0.99): the two agree to
-    # 1e-9, far inside THEORY's half-digit 5e-6.
+    # 1e-9, far inside docs/theory.md's half-digit 5e-6.
     pot = _pot_diagonal_mass(rho)
     ours = float(batch_unbalanced_sinkhorn(torch.zeros(N_DIAG, N_DIAG, dtype=torch.float64),
                                            rho, tol=1e-12).weights.diagonal().mean())
@@ -154,8 +154,8 @@ def _theory_scores(seeds: int = 10, n: int = 64) -> np.ndarray:
 
 
 def test_pot_reproduces_the_theory_leak():
-    # POT (relative stopping 1e-14) on THEORY's setting: median, lowest and highest leak over
-    # the 10 seeds within half a printed digit of THEORY's, for every rho THEORY gives.
+    # POT (relative stopping 1e-14) on docs/theory.md's setting: median, lowest and highest leak over
+    # the 10 seeds within half a printed digit of docs/theory.md's, for every rho docs/theory.md gives.
     scores = _theory_scores()
     for rho, (median, lowest, highest) in THEORY_LEAK.items():
         leaks = []
@@ -169,7 +169,7 @@ def test_pot_reproduces_the_theory_leak():
 
 
 def test_registered_leak_check_and_pot_agree():
-    # The registered check (ours) against THEORY, and its per-rho statistics against POT's
+    # The registered check (ours) against docs/theory.md, and its per-rho statistics against POT's
     # (both converged to far below 1e-8 in the plan entries).
     r = check_batch_leak()
     assert r.holds, r.details

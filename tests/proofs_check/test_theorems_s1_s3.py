@@ -1,4 +1,4 @@
-"""Checks of THEORY §1-§3 beyond the registry run (tests/proofs_check/test_theorem_checks.py)."""
+"""Checks of docs/theory.md §1-§3 beyond the registry run (tests/proofs_check/test_theorem_checks.py)."""
 
 import math
 
@@ -81,7 +81,7 @@ def test_fixed_point_defect_flags_nonpositive_weights():
 
 @pytest.mark.parametrize("rho", [0.5, 0.9])
 def test_contraction_factor_on_random_scores(rho):
-    # THEORY §2: about rho per sweep; 0.01 as in the registered check (transient bias only).
+    # docs/theory.md §2: about rho per sweep; 0.01 as in the registered check (transient bias only).
     gen = torch.Generator().manual_seed(2)
     s = 2 * torch.rand(12, 12, generator=gen, dtype=torch.float64) - 1
     assert abs(contraction_factor(s, rho) - rho) <= 0.01

@@ -1,8 +1,8 @@
-"""Theorem checks of THEORY §4-§8 beyond the registry tests (which run every check at CI size
+"""Theorem checks of docs/theory.md §4-§8 beyond the registry tests (which run every check at CI size
 and its negative control, in ``test_theorem_checks.py``).
 
-Here: the helpers the checks rely on are checked against brute force, THEORY's independently
-computed numbers are reproduced (to the digits THEORY prints), and the torch checks run in
+Here: the helpers the checks rely on are checked against brute force, docs/theory.md's independently
+computed numbers are reproduced (to the digits docs/theory.md prints), and the torch checks run in
 float32 and on CUDA where available.
 """
 
@@ -71,7 +71,7 @@ def test_grid_distance_zero_on_the_continuum_masses():
 
 
 def test_grid_distance_reproduces_theory():
-    # THEORY §4 (computed independently): K_l = 0.00668, 0.00425, 0.00269 at l = 256, 512,
+    # docs/theory.md §4 (computed independently): K_l = 0.00668, 0.00425, 0.00269 at l = 256, 512,
     # 1024 for rho = 1/3; tolerance half a unit of the last printed digit.
     r = scale_invariant_convergence.check_grid_distance(1 / 3, (8, 9, 10))
     assert r.holds
@@ -82,7 +82,7 @@ def test_grid_distance_reproduces_theory():
         ratio = r.details["sup_over_y"][l] / r.details["K_l"][l]
         assert 2.5 < ratio < 3.5, ratio
         assert r.details["sup_over_y"][l] >= r.details["diagonal_atom"][l] - 1e-15
-    # Fixed q: the window-mass ratio discrete/continuum climbs towards 1 (THEORY: 0.945 to
+    # Fixed q: the window-mass ratio discrete/continuum climbs towards 1 (docs/theory.md: 0.945 to
     # 0.994); fixed W = 1: it levels off near 0.76.
     q = [r.details["window_ratio_fixed_q"][k] for k in ("256", "512", "1024")]
     assert q == sorted(q) and 0.94 < q[0] and q[-1] < 1
@@ -91,7 +91,7 @@ def test_grid_distance_reproduces_theory():
 
 
 def test_grid_distance_rho_09_reproduces_theory():
-    # THEORY §4: K_512 = 0.115 at rho = 0.9 (3 printed digits: tolerance 5e-4).
+    # docs/theory.md §4: K_512 = 0.115 at rho = 0.9 (3 printed digits: tolerance 5e-4).
     from proofs_check.operators import stream_causal_ot
 
     rows = dict(stream_causal_ot(512, 0.9))
@@ -104,7 +104,7 @@ def test_grid_distance_rho_09_reproduces_theory():
 
 def test_numeric_class_sees_the_near_one_ambiguity():
     # alpha = 1.03 is summable, but over 1e4..1e12 its increments barely shrink: the numeric
-    # criterion must say "inconclusive" rather than guess (THEORY §6: summability only shows
+    # criterion must say "inconclusive" rather than guess (docs/theory.md §6: summability only shows
     # beyond n ~ e^{1/delta}), while classify() knows the closed form.
     from priors.encodings import LogDistance
 
@@ -127,7 +127,7 @@ def test_numeric_class_recovers_power_tails():
 
 
 def test_near_one_theory_example():
-    # THEORY §6: at W = 512, n = 1e12, delta -> 0 the limit is 0.24165 against 0.22577 for
+    # docs/theory.md §6: at W = 512, n = 1e12, delta -> 0 the limit is 0.24165 against 0.22577 for
     # the ratio of logarithms (5 printed digits: tolerance 5e-6).
     r = near_one.check_near_one_limit((1e-8,), (512,), (10**12,))
     assert r.holds
@@ -156,7 +156,7 @@ def test_brackets_check_catches_an_exponent_off_by_a_few_ulps():
 
 
 def test_margin_control_with_sup_away_from_the_margin():
-    # B > 0 and L0 > W: G_B is not monotone in alpha (THEORY §7: W = 1, L0 = 16, L1 = 128,
+    # B > 0 and L0 > W: G_B is not monotone in alpha (docs/theory.md §7: W = 1, L0 = 16, L1 = 128,
     # B = 0.5 gives 0.4565, 0.5042, 0.4570 at alpha = 1, 1.5, 2); the check still holds.
     r = margin_control.check_margin_control(1, 128, 0.48, lmin=16, score_bound=0.5)
     assert r.holds, r.details

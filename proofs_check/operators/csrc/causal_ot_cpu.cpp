@@ -1,4 +1,4 @@
-// Compiled CPU kernels of the prefix-consistent causal OT operator (THEORY §2, Lemma 2.1).
+// Compiled CPU kernels of the prefix-consistent causal OT operator (docs/theory.md §2, Lemma 2.1).
 //
 // Row l of the operator solves, over its live keys j (finite score, j <= l), with
 // kappa = rho / (1 - rho) and the column masses C_j = C[l-1, j] of the earlier rows,
