@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from priors.feasibility import tail_condition
 from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
 from proofs_check.operators.causal_ot import (
     CausalOTResult,
@@ -313,8 +314,6 @@ def closed_forms_mismatched(factor: float) -> Any:
 
 def wrong_feasibility(slack: float) -> Callable[[Any], bool]:
     """The tail condition with ``n - k + 1 + slack`` in place of ``n - k + 1``."""
-    from proofs_check.theorems.obstruction import tail_condition
-
     @_named(f"tail condition with slack {slack:g}")
     def condition(b: Any) -> bool:
         return tail_condition(b, slack=slack)

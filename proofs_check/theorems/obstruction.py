@@ -34,7 +34,7 @@ from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
 __all__ = ["CHECKS", "THEORY_DIAGONAL_MASS", "check_diagonal_mass", "check_feasibility_lp",
-           "check_identity_collapse", "lp_feasible", "tail_condition"]
+           "check_identity_collapse", "lp_feasible"]
 
 THEOREM = "Proposition 1 (§1)"
 
@@ -146,13 +146,6 @@ def check_diagonal_mass(
     )
 
 
-def tail_condition(b: np.ndarray, *, slack: float = 0.0, atol: float = 1e-9) -> bool:
-    """``sum_{j >= k} b_j <= n - k + 1 + slack`` for every ``k`` (Proposition 1)."""
-    n = len(b)
-    tails = np.cumsum(b[::-1])[::-1]  # tails[k-1] = sum_{j >= k} b_j
-    return bool(np.all(tails <= n - np.arange(n) + slack + atol))
-
-
 def lp_feasible(b: np.ndarray) -> bool:
     """Is there ``P >= 0`` lower triangular with unit row sums and column sums ``b``? (LP)."""
     from scipy.optimize import linprog  # lazily: only this check needs it
@@ -194,7 +187,7 @@ def check_feasibility_lp(
     """The tail condition agrees with a linear program on random small cases (Prop. 1).
 
     Measured: the number of cases (``n`` from 1 to ``n_max``, plus ``b = 1`` for every ``n``,
-    tight and feasible) where ``tail_condition`` (``system.feasibility``) and
+    tight and feasible) where ``priors.feasibility.tail_condition`` (``system.feasibility``) and
     ``lp_feasible`` disagree; reference 0. The condition is compared with an absolute
     tolerance ``1e-9`` (random targets are far from the boundary at that scale; ``b = 1``
     is tight and exact).

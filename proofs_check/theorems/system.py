@@ -26,7 +26,7 @@ Parts (``None`` = the project's own):
 ``closed_forms``
     a namespace with ``density``, ``cumulative_mass``, ``normaliser``: ``priors.scale_invariant``.
 ``feasibility``
-    ``(b) -> bool``, the condition of Proposition 1: ``obstruction.tail_condition``.
+    ``(b) -> bool``, the condition of Proposition 1: ``priors.feasibility.tail_condition``.
 ``select_margin``
     ``priors.margin.select_margin``.
 ``scores``
@@ -117,11 +117,11 @@ def rows_of(operator: Callable[..., Any]) -> Callable[..., Iterator[tuple[int, A
 
 def _defaults() -> dict[str, Any]:
     import priors.scale_invariant as closed_forms
+    from priors.feasibility import tail_condition
     from priors.margin import select_margin
     from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
     from proofs_check.operators.biases import softmax_with_bias
     from proofs_check.operators.causal_ot import causal_ot_attention, stream_causal_ot
-    from proofs_check.theorems.obstruction import tail_condition
 
     return {"operator": causal_ot_attention, "stream": stream_causal_ot,
             "batch_plan": batch_unbalanced_sinkhorn, "biased_softmax": softmax_with_bias,

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from priors.feasibility import tail_condition
 from proofs_check.operators.causal_ot import causal_ot_attention
 from proofs_check.theorems import all_checks
 from proofs_check.theorems.dilution import score_families
 from proofs_check.theorems.fixed_point import fixed_point_defect
-from proofs_check.theorems.obstruction import lp_feasible, tail_condition
+from proofs_check.theorems.obstruction import lp_feasible
 from proofs_check.theorems.sinkhorn_form import contraction_factor
 
 MINE = {"§1", "§2.1", "§2.2", "§2.3", "§2.4", "§3"}
