@@ -24,11 +24,7 @@ from proofs_check.result import CheckSpec, Measurement, theorem_check
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
-__all__ = ["CHECKS", "check_batch_leak", "check_prefix_consistency", "leak"]
-
-#: ``proofs_check.measurements.prefix_leak`` under its former name here (the figures measure
-#: the leak too, so it lives with the shared measurements).
-leak = prefix_leak
+__all__ = ["CHECKS", "check_batch_leak", "check_prefix_consistency"]
 
 THEOREM = "Proposition 2.3 (§2)"
 

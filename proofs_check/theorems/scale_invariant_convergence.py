@@ -39,7 +39,7 @@ from proofs_check.result import CheckSpec, Measurement, theorem_check
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
-__all__ = ["CHECKS", "check_grid_distance", "check_prior_identities", "grid_distances"]
+__all__ = ["CHECKS", "check_grid_distance", "check_prior_identities"]
 
 THEOREM = "Theorem 2 (§4)"
 

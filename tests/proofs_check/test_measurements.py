@@ -75,10 +75,3 @@ def test_continuum_cdf_ends():
     g = measurements.continuum_cdf(0.3, 8, j)
     assert float(g[-1]) == 1.0
     assert bool((g[1:] > g[:-1]).all())
-
-
-def test_old_import_paths_still_work():
-    from proofs_check.theorems.prefix_consistency import leak
-    from proofs_check.theorems.scale_invariant_convergence import grid_distances
-
-    assert leak is prefix_leak and grid_distances is measurements.grid_distances
