@@ -5,11 +5,13 @@ is run at its ``default`` size (``--full``: the thorough sizes; the test suite u
 and one row per check is printed: theorem, what was measured, the measured value, the
 relation and the bound or closed form it was compared with, the allowance the check grants
 (``CheckResult.allowance``, JSON key ``"allowance"``), the slack, whether it held, and the
-wall time. Progress goes to stderr, the table (or ``--json``) to stdout.
+wall time. Progress goes to stderr (with ``--full`` also the rows of the long streams), the
+table (or ``--json``) to stdout.
 
-TF32 is forced off while the checks run (every float32 matmul and convolution in full IEEE
-precision) and the previous setting is restored afterwards; each result records the TF32
-state it ran under (``tf32``), and the JSON header records it once more.
+Each check runs with TF32 off (every float32 matmul and convolution in full IEEE precision)
+and is timed by its own ``theorem_check`` (``proofs_check.result``), which restores the
+caller's TF32 setting afterwards; the report prints what the check recorded (``tf32``,
+``seconds``) and adds nothing of its own but the JSON header's summary.
 
 Exit status: 0 when every selected check held, 1 when any failed (or raised: a check that
 raises is reported as a failed row with the error in its details), 2 on bad arguments (one
@@ -20,10 +22,8 @@ line on stderr, nothing on stdout): an unknown check name or section, an unknown
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -31,18 +31,15 @@ from typing import TextIO
 
 from priors.cli import Parser, UsageError, echo, emit, run
 from proofs_check.result import CheckResult, CheckSpec, make_result
-from proofs_check.tf32 import tf32_disabled, tf32_enabled
+from proofs_check.tf32 import tf32_enabled
 from proofs_check.theorems import all_checks
 
-__all__ = ["SIZES", "main", "run_checks", "select_checks", "tf32_disabled", "tf32_enabled"]
+__all__ = ["SIZES", "main", "run_checks", "select_checks"]
 
 #: Which ``CheckSpec`` field gives the keyword arguments of each size.
 SIZES = ("ci", "default", "full")
 DTYPES = ("float64", "float32")
 PROG = "proofs_check"
-
-
-_UsageError = UsageError  # bad command-line input: one line on stderr, exit status 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,8 +81,11 @@ def select_checks(specs: Sequence[CheckSpec], only: Sequence[str]) -> list[Check
     A section token (``§3``, ``3``, ``§2.3``) selects every check whose section is that
     section or a subsection of it. ``ValueError`` naming the token if it selects nothing.
 
-    >>> s = [CheckSpec(name="a", theorem="T", section="§2.3", run=print),
-    ...      CheckSpec(name="b", theorem="T", section="§3", run=print)]
+    >>> from proofs_check.result import Measurement, theorem_check
+    >>> def spec(name, section):
+    ...     run = theorem_check(name, "T")(lambda: Measurement("q", 0.0, 1.0, "<="))
+    ...     return CheckSpec(name=name, theorem="T", section=section, run=run)
+    >>> s = [spec("a", "§2.3"), spec("b", "§3")]
     >>> [c.name for c in select_checks(s, ["§2"])], [c.name for c in select_checks(s, ["b,a"])]
     (['a'], ['a', 'b'])
     """
@@ -111,8 +111,12 @@ def select_checks(specs: Sequence[CheckSpec], only: Sequence[str]) -> list[Check
 # --------------------------------------------------------------------------- running
 
 
-def _error_result(spec: CheckSpec, exc: BaseException, seconds: float, dtype: str,
-                  device: str) -> CheckResult:
+def _error_result(spec: CheckSpec, exc: BaseException, dtype: str, device: str) -> CheckResult:
+    """A failed row for a check that raised: no measurement and no timing (NaN seconds).
+
+    ``tf32=False``: the check's ``theorem_check`` (``CheckSpec`` requires one) ran its body
+    with TF32 off.
+    """
     return make_result(
         check=spec.name,
         theorem=spec.theorem,
@@ -122,8 +126,9 @@ def _error_result(spec: CheckSpec, exc: BaseException, seconds: float, dtype: st
         relation="==",
         dtype=dtype if spec.torch_args else "n/a",
         device=device if spec.torch_args else "n/a",
-        seconds=seconds,
+        seconds=math.nan,
         details={"error": f"{type(exc).__name__}: {exc}"},
+        tf32=False,
     )
 
 
@@ -143,12 +148,15 @@ def run_checks(
     dtype: str = "float64",
     device: str = "cpu",
     progress: TextIO | None = None,
+    stream_rows: bool = False,
 ) -> list[CheckResult]:
-    """Run ``specs`` at ``size`` (one of ``SIZES``) with TF32 off; one result per check.
+    """Run ``specs`` at ``size`` (one of ``SIZES``); one result per check, as the check made it.
 
-    Torch checks (``spec.torch_args``) get ``dtype=getattr(torch, dtype)`` and ``device``.
-    A check that raises becomes a failed result whose ``details["error"]`` says why.
-    Each result's ``tf32`` field records the TF32 state the check actually ran under.
+    Torch checks (``spec.torch_args``) get ``dtype=getattr(torch, dtype)`` and ``device``;
+    checks that stream the operator's rows (``spec.progress_arg``) get
+    ``progress=stream_rows``. ``progress``: where a line goes when each check starts and ends
+    (None: silent). A check that raises becomes a failed result whose ``details["error"]``
+    says why. TF32 and timing are the checks' own (``theorem_check``).
     """
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
@@ -156,27 +164,23 @@ def run_checks(
 
     torch_dtype = getattr(torch, dtype)
     results: list[CheckResult] = []
-    with tf32_disabled():
-        for i, spec in enumerate(specs, 1):
-            kwargs = dict(getattr(spec, size))
-            if spec.torch_args:
-                kwargs.update(dtype=torch_dtype, device=device)
-            if progress is not None:
-                _say(progress, f"[{i}/{len(specs)}] {spec.name} ({spec.section}): running")
-            tf32 = tf32_enabled()
-            start = time.perf_counter()
-            try:
-                result = spec.run(**kwargs)
-                if not isinstance(result, CheckResult):
-                    raise TypeError(f"check returned {type(result).__name__}, not CheckResult")
-            except Exception as exc:  # reported as a failed row, never swallowed
-                result = _error_result(spec, exc, time.perf_counter() - start, dtype, device)
-            elapsed = time.perf_counter() - start
-            result = dataclasses.replace(result, tf32=tf32, seconds=result.seconds or elapsed)
-            results.append(result)
-            if progress is not None:
-                verdict = "holds" if result.holds else "FAILS"
-                _say(progress, f"[{i}/{len(specs)}] {spec.name}: {verdict} ({elapsed:.1f} s)")
+    for i, spec in enumerate(specs, 1):
+        kwargs = dict(getattr(spec, size))
+        if spec.torch_args:
+            kwargs.update(dtype=torch_dtype, device=device)
+        if spec.progress_arg:
+            kwargs.update(progress=stream_rows)
+        if progress is not None:
+            _say(progress, f"[{i}/{len(specs)}] {spec.name} ({spec.section}): running")
+        try:
+            result = spec.run(**kwargs)
+        except Exception as exc:  # reported as a failed row, never swallowed
+            result = _error_result(spec, exc, dtype, device)
+        results.append(result)
+        if progress is not None:
+            verdict = "holds" if result.holds else "FAILS"
+            took = f"{result.seconds:.1f} s" if math.isfinite(result.seconds) else "raised"
+            _say(progress, f"[{i}/{len(specs)}] {spec.name}: {verdict} ({took})")
     return results
 
 
@@ -188,6 +192,11 @@ def _num(x: float) -> str:
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
     return f"{x:.4g}"
+
+
+def _seconds(x: float) -> str:
+    """A check's time to 0.1 s; ``-`` when it was not timed (it raised)."""
+    return f"{x:.1f}s" if math.isfinite(x) else "-"
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -208,7 +217,7 @@ def format_table(results: Sequence[CheckResult], *, size: str, dtype: str, devic
         quantity = r.quantity if len(r.quantity) <= 60 else r.quantity[:57] + "..."
         rows.append([
             r.check, r.theorem, quantity, _num(r.measured), r.relation, _num(r.reference),
-            _num(r.allowance), _num(r.slack), "yes" if r.holds else "NO", f"{r.seconds:.1f}s",
+            _num(r.allowance), _num(r.slack), "yes" if r.holds else "NO", _seconds(r.seconds),
         ])
     failed = [r for r in results if not r.holds]
     out = [_table(rows), ""]
@@ -217,7 +226,7 @@ def format_table(results: Sequence[CheckResult], *, size: str, dtype: str, devic
         out.append(f"FAILED {r.check}: " + (err or f"measured {r.measured!r} {r.relation} "
                                              f"reference {r.reference!r} (allowance "
                                              f"{r.allowance!r})"))
-    total = sum(r.seconds for r in results)
+    total = math.fsum(r.seconds for r in results if math.isfinite(r.seconds))
     out.append(
         f"{len(results) - len(failed)}/{len(results)} checks hold; size {size}, dtype {dtype}, "
         f"device {device}, TF32 off; {total:.1f} s. Numbers shown to 4 significant digits "
@@ -241,14 +250,14 @@ def _validate_device(device: str) -> str:
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError):
-        raise _UsageError(f"--device: not a torch device: {device!r}") from None
+        raise UsageError(f"--device: not a torch device: {device!r}") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise _UsageError("--device cuda: CUDA is not available on this machine")
+            raise UsageError("--device cuda: CUDA is not available on this machine")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise _UsageError(f"--device {device}: only {torch.cuda.device_count()} CUDA devices")
+            raise UsageError(f"--device {device}: only {torch.cuda.device_count()} CUDA devices")
     elif dev.type != "cpu":
-        raise _UsageError(f"--device: only cpu and cuda are supported, got {device!r}")
+        raise UsageError(f"--device: only cpu and cuda are supported, got {device!r}")
     return device
 
 
@@ -262,14 +271,14 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.full and args.ci:
-        raise _UsageError("--full and --ci are mutually exclusive")
+        raise UsageError("--full and --ci are mutually exclusive")
     if args.dtype not in DTYPES:
-        raise _UsageError(f"--dtype: expected one of {', '.join(DTYPES)}, got {echo(args.dtype)}")
+        raise UsageError(f"--dtype: expected one of {', '.join(DTYPES)}, got {echo(args.dtype)}")
     specs = all_checks()
     try:
         specs = select_checks(specs, args.only)
     except ValueError as exc:
-        raise _UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     if args.list:
         if args.json:
             emit(json.dumps([{"check": s.name, "section": s.section, "theorem": s.theorem,
@@ -280,11 +289,10 @@ def _main(argv: Sequence[str] | None) -> int:
     device = _validate_device(args.device)
 
     size = "full" if args.full else "ci" if args.ci else "default"
-    if args.full:  # minutes-long streams (K_l up to 2^16) report their rows on stderr too
-        os.environ.setdefault("PROOFS_CHECK_PROGRESS", "1")
-    tf32_before = tf32_enabled()
     start = time.perf_counter()
-    results = run_checks(specs, size=size, dtype=args.dtype, device=device, progress=sys.stderr)
+    # --full: the minutes-long streams (K_l up to 2^16) report their rows on stderr too
+    results = run_checks(specs, size=size, dtype=args.dtype, device=device, progress=sys.stderr,
+                         stream_rows=args.full)
     ok = all(r.holds for r in results)
     if args.json:
         doc = {
@@ -292,7 +300,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "dtype": args.dtype,
             "device": device,
             "tf32": any(r.tf32 for r in results),
-            "tf32_restored_to": tf32_before,
+            "tf32_restored_to": tf32_enabled(),
             "all_hold": ok,
             "seconds": time.perf_counter() - start,
             "results": [r.to_dict() for r in results],

@@ -3,11 +3,12 @@
 A check measures a quantity, computes the bound or closed form docs/theory.md states for it
 by an independent route, and compares the two. ``CheckResult`` records both, the slack,
 whether the statement held, and where (dtype, device, TF32) and how long it ran. A check body
-returns a ``Measurement``; ``theorem_check`` (one decorator for every check) forces TF32 off,
-times it and fills in the rest. ``CheckSpec`` tells the report command and the tests how to
-run a check at CI, default and full sizes, and how to run its negative control: the same,
-unchanged check fed a wrong system (``proofs_check.theorems.system``), which must report
-``holds = False`` (proof that the check can fail).
+returns a ``Measurement``; ``theorem_check`` (one decorator for every check, and the only code
+that does this) forces TF32 off, times it and fills in the rest. ``CheckSpec`` tells the
+report command and the tests how to run a check at CI, default and full sizes, and how to
+run its negative control: the same, unchanged check fed a wrong system
+(``proofs_check.theorems.system``), which must report ``holds = False`` (proof that the
+check can fail).
 
 >>> r = make_result(check="demo", theorem="Theorem 1 (§3)", quantity="max a[l,j]",
 ...                 measured=0.5, reference=1.0, relation="<=")
@@ -61,7 +62,8 @@ class CheckResult:
     params : the parameters the check ran with.
     dtype, device, tf32 : where it ran; ``tf32`` is the TF32 state read from torch while the
         check ran (``theorem_check`` forces it off, so ``True`` would mean that failed).
-    seconds : wall time.
+    seconds : wall time of the check's body (``theorem_check``); NaN when it was not timed
+        (a check that raised, reported by ``proofs_check.report``).
     details : anything else worth reporting (per-case values, fitted slopes, ...).
     """
 
@@ -112,7 +114,7 @@ class CheckResult:
             "dtype": self.dtype,
             "device": self.device,
             "tf32": self.tf32,
-            "seconds": float(self.seconds),
+            "seconds": clean(float(self.seconds)),
             "details": clean(dict(self.details)),
         }
 
@@ -212,7 +214,9 @@ class Measurement:
     dtype: str | None = None
 
 
-_NOT_PARAMS = ("dtype", "device")
+#: Arguments that say how a check runs or reports, not what it measures: recorded in their own
+#: fields (``dtype``, ``device``) or not at all (``progress``).
+_NOT_PARAMS = ("dtype", "device", "progress")
 
 
 def _param(value: Any) -> Any:
@@ -233,7 +237,11 @@ def theorem_check(check: str, theorem: str) -> Callable[[Callable[..., Measureme
       than through the report, and restores the caller's setting afterwards;
     * records the TF32 state torch reports inside that block, the wall time, ``dtype`` and
       ``device`` (from the arguments of those names; ``Measurement.dtype`` overrides), and
-      every call argument as ``params`` (defaults included; ``system`` by its ``str``).
+      every call argument as ``params`` (defaults included; ``system`` by its ``str``;
+      ``progress``, which only switches on progress lines, left out).
+
+    A body that raises propagates its exception (after TF32 is restored): a direct caller
+    sees it, and the report turns it into a failed row.
 
     >>> @theorem_check("demo", "§0")
     ... def demo(x: float = 0.5, *, dtype: str = "float64", device: str = "cpu"):
@@ -271,7 +279,7 @@ def theorem_check(check: str, theorem: str) -> Callable[[Callable[..., Measureme
                 details=m.details, tf32=tf32,
             )
 
-        run.check_name = check  # type: ignore[attr-defined]
+        run.check_name = check  # type: ignore[attr-defined]  (CheckSpec requires it)
         return run
 
     return decorate
@@ -281,14 +289,18 @@ def theorem_check(check: str, theorem: str) -> Callable[[Callable[..., Measureme
 class CheckSpec:
     """How to run one check.
 
-    ``run(**kwargs)`` returns a ``CheckResult``. ``ci``, ``default`` and ``full`` are the
-    keyword arguments for the test suite, ``python -m proofs_check`` and ``--full``.
+    ``run(**kwargs)`` returns a ``CheckResult``; it must be a ``theorem_check`` named ``name``
+    (``ValueError`` otherwise), so that whoever runs a spec gets TF32 off, the timing and the
+    record from that one place. ``ci``, ``default`` and ``full`` are the keyword arguments
+    for the test suite, ``python -m proofs_check`` and ``--full``.
     ``negative`` are keyword arguments added to ``ci`` that feed the unchanged check a wrong
     system, always as ``{"system": System(...)}`` (``proofs_check.theorems.system``): an
     operator at a wrong ``rho``, the batch plan in place of the prefix-consistent one, scores
     beyond the bound's ``B``, a prior with a wrong exponent. With it the check must report
     ``holds = False``; nothing in the comparison itself is changed. ``torch_args``: whether
     ``run`` accepts ``dtype`` and ``device`` (pure-``priors`` checks do not depend on them).
+    ``progress_arg``: whether ``run`` accepts ``progress`` (``True``: a check that streams the
+    operator's rows prints ``row l/n`` lines on stderr, as ``stream_causal_ot`` does).
     """
 
     name: str
@@ -300,3 +312,10 @@ class CheckSpec:
     full: Mapping[str, Any] = field(default_factory=dict)
     negative: Mapping[str, Any] = field(default_factory=dict)
     torch_args: bool = True
+    progress_arg: bool = False
+
+    def __post_init__(self) -> None:
+        made_as = getattr(self.run, "check_name", None)
+        if made_as != self.name:
+            raise ValueError(f"CheckSpec {self.name!r}: run must be a theorem_check named "
+                             f"{self.name!r}, got {made_as or self.run!r}")

@@ -175,15 +175,15 @@ def check_column_bound(
 
 
 def recent_window_slope(n: int, rho: float, window: int, *, dtype: torch.dtype,
-                        device: str, stream=stream_causal_ot) -> float:
+                        device: str, stream=stream_causal_ot, progress: bool = False) -> float:
     """Least-squares slope of ``log M_l`` vs ``log l`` over ``l in [n/8, n]``, constant scores.
 
     ``M_l`` is the mass on the ``window`` most recent keys (distances ``0..W-1``), from the
-    streaming solver (``stream``, default ``stream_causal_ot``).
+    streaming solver (``stream``, default ``stream_causal_ot``; ``progress`` is its own).
     """
     lo = max(window, n // 8)
     xs, ys = [], []
-    for ell, row in stream(n, rho, dtype=dtype, device=device):
+    for ell, row in stream(n, rho, dtype=dtype, device=device, progress=progress):
         if ell >= lo:
             xs.append(math.log(ell))
             ys.append(math.log(float(row[-window:].double().sum())))
@@ -204,6 +204,7 @@ def check_decay_exponent(
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
+    progress: bool = False,
 ) -> Measurement:
     """Measured decay exponent of the recent-window mass vs the sharp ``1 - rho``.
 
@@ -212,7 +213,8 @@ def check_decay_exponent(
     below: the discrete mass approaches the continuum law ``M ~ (W/l)^(1-rho)/Gamma(2-rho)``
     only as ``W/l -> 0`` (docs/theory.md §4: the ratio to the continuum is still 0.95-0.99 at these
     lengths), which tilts a fitted slope by ``O(W/l)``; docs/theory.md's fits at ``n = 1024``
-    deviate by at most ``0.0014``. ``seed`` is unused (deterministic).
+    deviate by at most ``0.0014``. ``seed`` is unused (deterministic). ``progress``: the
+    stream prints its rows on stderr.
 
     Negative control: the stream at ``0.7 rho`` (``system.stream``).
     """
@@ -221,7 +223,7 @@ def check_decay_exponent(
     worst = 0.0
     for rho in rhos:
         slope = -recent_window_slope(n, rho, window, dtype=dtype, device=device,
-                                     stream=system.stream)
+                                     stream=system.stream, progress=progress)
         slopes[str(rho)] = slope
         worst = max(worst, abs(slope - (1 - rho)))
     return Measurement(
@@ -264,5 +266,6 @@ CHECKS: tuple[CheckSpec, ...] = (
         default={"n": 2048},
         full={"n": 8192},
         negative={"system": System(stream=mutants.stream_at_scaled_rho(0.7))},
+        progress_arg=True,
     ),
 )

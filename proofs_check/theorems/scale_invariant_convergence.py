@@ -135,6 +135,7 @@ def check_grid_distance(
     dtype: torch.dtype = torch.float64,
     device: str = "cpu",
     seed: int = 0,
+    progress: bool = False,
 ) -> Measurement:
     """Fitted slope of ``ln K_l`` vs ``ln l`` for the constant-score operator (docs/theory.md §4).
 
@@ -148,6 +149,7 @@ def check_grid_distance(
     Negative control: the stream at ``0.85 rho`` (``system.stream``); ``K_l`` then levels
     off at the distance between the two priors and the slope is near 0. ``seed`` is unused
     (constant scores are deterministic); it is accepted for the common check signature.
+    ``progress``: the stream prints its rows on stderr.
     """
     from priors.scale_invariant import window_mass_continuum
 
@@ -166,7 +168,7 @@ def check_grid_distance(
         torch.set_num_threads(1)
     try:
         rows = [(l, row) for l, row in system.stream(  # noqa: E741
-            lengths[-1], rho, dtype=dtype, device=device) if l in wanted]
+            lengths[-1], rho, dtype=dtype, device=device, progress=progress) if l in wanted]
     finally:
         torch.set_num_threads(threads)
     for l, row in rows:  # noqa: E741
@@ -220,5 +222,6 @@ CHECKS = (
         default={"rho": 1 / 3, "log2_lengths": (8, 9, 10, 11, 12, 13)},
         full={"rho": 1 / 3, "log2_lengths": tuple(range(8, 17))},
         negative={"system": System(stream=mutants.stream_at_scaled_rho(0.85))},
+        progress_arg=True,
     ),
 )

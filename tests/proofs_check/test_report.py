@@ -1,11 +1,14 @@
 """The report command ``python -m proofs_check`` (``proofs_check.report.main``).
 
-The registry is replaced by a few fake checks (monkeypatch), so these tests exercise the
-command itself -- table, JSON, exit codes, selection, TF32 handling -- in milliseconds;
-one real subprocess runs a real (fast) check end to end.
+The registry is replaced by a few fake checks (monkeypatch; each a ``theorem_check`` like
+the real ones), so these tests exercise the command itself -- table, JSON, exit codes,
+selection, what reaches the checks -- in milliseconds; one real subprocess runs a real
+(fast) check end to end.
 """
 
+import functools
 import json
+import math
 import subprocess
 import sys
 
@@ -13,22 +16,24 @@ import pytest
 import torch
 
 from proofs_check import report
-from proofs_check.result import CheckSpec, make_result
+from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.tf32 import tf32_enabled
 
 
-def _fake(name, *, holds=True, section="§9", torch_args=False, raises=False, seen=None):
-    def run(**kwargs):
+def _fake(name, *, holds=True, section="§9", torch_args=False, progress_arg=False,
+          raises=False, seen=None):
+    def body(size, **passed):
         if seen is not None:
-            seen.append({"kwargs": kwargs, "tf32": report.tf32_enabled(), "flags": _flags()})
+            seen.append({"kwargs": {"size": size, **passed}, "tf32": tf32_enabled(),
+                         "flags": _flags()})
         if raises:
             raise RuntimeError("boom")
-        return make_result(check=name, theorem="Fake (§9)", quantity="q", measured=0.5,
-                           reference=1.0 if holds else 0.25, relation="<=",
-                           params=kwargs)
+        return Measurement("q", 0.5, 1.0 if holds else 0.25, "<=")
 
+    run = theorem_check(name, "Fake (§9)")(body)
     return CheckSpec(name=name, theorem="Fake (§9)", section=section, run=run,
                      ci={"size": "ci"}, default={"size": "default"}, full={"size": "full"},
-                     negative={"size": "neg"}, torch_args=torch_args)
+                     negative={"size": "neg"}, torch_args=torch_args, progress_arg=progress_arg)
 
 
 @pytest.fixture
@@ -68,11 +73,12 @@ def test_text_and_json_report_the_same_allowance(monkeypatch, capsys):
     # A check granting an allowance: measured 1.25 <= reference 1.0 + allowance 0.5, so the
     # slack is 1.0 + 0.5 - 1.25 = 0.25 (computed here by hand). The table shows the
     # allowance and the slack to 4 significant digits, the JSON the same values in full.
-    def run(**kwargs):
-        return make_result(check="fake_allowance", theorem="Fake (§9)", quantity="q",
-                           measured=1.25, reference=1.0, relation="<=", allowance=0.5)
+    @theorem_check("fake_allowance", "Fake (§9)")
+    def run():
+        return Measurement("q", 1.25, 1.0, "<=", allowance=0.5)
 
-    spec = CheckSpec(name="fake_allowance", theorem="Fake (§9)", section="§9", run=run)
+    spec = CheckSpec(name="fake_allowance", theorem="Fake (§9)", section="§9", run=run,
+                     torch_args=False)
     monkeypatch.setattr(report, "all_checks", lambda: [spec])
     assert report.main([]) == 0
     out = capsys.readouterr().out
@@ -92,9 +98,9 @@ def test_text_and_json_report_the_same_allowance(monkeypatch, capsys):
 def test_default_sizes_are_used(registry, capsys):
     assert report.main(["--only", "fake_pass", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["size"] == "default" and doc["results"][0]["params"] == {"size": "default"}
+    assert doc["size"] == "default" and doc["results"][0]["params"]["size"] == "default"
     assert report.main(["--only", "fake_pass", "--json", "--full"]) == 0
-    assert json.loads(capsys.readouterr().out)["results"][0]["params"] == {"size": "full"}
+    assert json.loads(capsys.readouterr().out)["results"][0]["params"]["size"] == "full"
 
 
 def test_json_parses(registry, capsys):
@@ -129,6 +135,51 @@ def test_raising_check_is_a_failed_row(registry, capsys):
     bad = doc["results"][-1]
     assert bad["check"] == "fake_raises" and bad["holds"] is False
     assert "RuntimeError: boom" in bad["details"]["error"]
+    assert bad["seconds"] == "nan"  # not timed: the check never made its record
+    assert report.main([]) == 1
+    out, err = capsys.readouterr()
+    row = next(line for line in out.splitlines() if line.startswith("fake_raises"))
+    assert row.rstrip().endswith(" -"), row  # no time shown for a check that raised
+    assert "fake_raises: FAILS (raised)" in err
+
+
+def test_rows_shown_are_the_checks_own_records():
+    # The report adds nothing to a check's record: what run_checks returns is the very
+    # object the check's theorem_check made (its own timing and TF32 state included).
+    made = []
+    inner = _fake("fake_recorded").run
+
+    @functools.wraps(inner)  # keeps check_name: still the theorem_check the spec requires
+    def recording_run(**kwargs):
+        made.append(inner(**kwargs))
+        return made[-1]
+
+    spec = CheckSpec(name="fake_recorded", theorem="Fake (§9)", section="§9",
+                     run=recording_run, default={"size": "default"}, torch_args=False)
+    results = report.run_checks([spec], progress=None)
+    assert len(made) == 1 and results[0] is made[0]
+    assert math.isfinite(results[0].seconds) and results[0].seconds >= 0
+
+
+def test_stream_rows_reach_only_the_checks_that_take_progress(monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(report, "all_checks",
+                        lambda: [_fake("fake_stream", progress_arg=True, seen=seen),
+                                 _fake("fake_plain", seen=seen)])
+    assert report.main(["--json"]) == 0
+    assert report.main(["--json", "--full"]) == 0
+    capsys.readouterr()
+    assert [s["kwargs"] for s in seen] == [
+        {"size": "default", "progress": False}, {"size": "default"},
+        {"size": "full", "progress": True}, {"size": "full"},
+    ]
+
+
+def test_a_spec_must_be_a_theorem_check_of_its_name():
+    with pytest.raises(ValueError, match="theorem_check"):
+        CheckSpec(name="plain", theorem="T", section="§1", run=lambda: None)
+    with pytest.raises(ValueError, match="theorem_check named 'other'"):
+        CheckSpec(name="other", theorem="T", section="§1", run=_fake("fake_a").run)
 
 
 def test_only_by_name_and_section(registry, capsys):
@@ -175,12 +226,12 @@ def test_tf32_forced_off_and_restored(monkeypatch, capsys):
     monkeypatch.setattr(report, "all_checks", lambda: [_fake("fake_tf32", seen=seen)])
     before = _flags()
     try:
-        # a user who switched TF32 on before running the report (the report must force it off
-        # for the checks and give the user's setting back afterwards)
+        # a user who switched TF32 on before running the report (each check's theorem_check
+        # forces it off for the check and gives the user's setting back afterwards)
         user_setting = True
         torch.backends.cuda.matmul.allow_tf32 = user_setting
         torch.backends.cudnn.allow_tf32 = user_setting
-        assert report.tf32_enabled()
+        assert tf32_enabled()
         assert report.main(["--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert seen[0]["tf32"] is False and seen[0]["flags"] == (False, False, "highest")
@@ -191,31 +242,6 @@ def test_tf32_forced_off_and_restored(monkeypatch, capsys):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before[:2]
         torch.set_float32_matmul_precision(before[2])
     assert _flags() == before
-
-
-def test_tf32_restored_when_a_check_raises():
-    before = _flags()
-    with pytest.raises(KeyboardInterrupt), report.tf32_disabled():
-        assert _flags() == (False, False, "highest")
-        raise KeyboardInterrupt
-    assert _flags() == before
-
-
-def test_tf32_disabled_in_a_mixed_api_state():
-    # conv and rnn set apart through the new API: torch refuses the legacy getters, and the
-    # context manager must fall back to the new flags (and restore them exactly).
-    conv, rnn = torch.backends.cudnn.conv, torch.backends.cudnn.rnn
-    before = (conv.fp32_precision, rnn.fp32_precision)
-    try:
-        conv.fp32_precision, rnn.fp32_precision = "tf32", "ieee"
-        with pytest.raises(RuntimeError):
-            torch.backends.cudnn.allow_tf32  # noqa: B018
-        assert report.tf32_enabled()
-        with report.tf32_disabled():
-            assert not report.tf32_enabled()
-        assert (conv.fp32_precision, rnn.fp32_precision) == ("tf32", "ieee")
-    finally:
-        conv.fp32_precision, rnn.fp32_precision = before
 
 
 @pytest.mark.parametrize(

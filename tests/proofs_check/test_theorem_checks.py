@@ -5,11 +5,13 @@ system (``CheckSpec.negative = {"system": System(...)}``: a wrong operator, wron
 perturbed prior) must report ``holds = False``. Nothing in the comparison may be changed.
 """
 
+import inspect
 import math
 
 import pytest
 import torch
 
+from proofs_check.operators.causal_ot import stream_causal_ot
 from proofs_check.result import CheckResult
 from proofs_check.theorems import all_checks
 from proofs_check.theorems.system import System
@@ -88,3 +90,29 @@ def test_results_record_the_real_tf32_state_on_direct_calls(spec):
         torch.set_float32_matmul_precision(before[2])
     assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32,
             torch.get_float32_matmul_precision()) == before
+
+
+def test_progress_arg_says_which_checks_take_progress():
+    for spec in SPECS:
+        takes = "progress" in inspect.signature(spec.run).parameters
+        assert takes == spec.progress_arg, spec.name
+
+
+STREAMING = [s for s in SPECS if s.progress_arg]
+
+
+@pytest.mark.parametrize("spec", STREAMING, ids=[s.name for s in STREAMING])
+@pytest.mark.parametrize("progress", [False, True])
+def test_streaming_checks_hand_progress_to_the_stream(spec, progress, capsys):
+    # progress is an argument all the way down: the check passes its own to every stream it
+    # runs, and leaves it out of the parameters it records (it changes no number).
+    handed = []
+
+    def stream(n, rho, **kwargs):
+        handed.append(kwargs["progress"])
+        return stream_causal_ot(n, rho, **kwargs)
+
+    result = spec.run(**spec.ci, system=System(stream=stream), progress=progress)
+    assert handed and set(handed) == {progress}
+    assert "progress" not in result.params
+    assert ("row " in capsys.readouterr().err) == progress  # the stream's own lines
