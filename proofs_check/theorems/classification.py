@@ -51,6 +51,90 @@ def _bound_encodings() -> list[Any]:
 # --------------------------------------------------------------------------- content bounds
 
 
+def _exact_bounds(enc: Any, n: int, window: int, score_bound: float) -> tuple[torch.Tensor,
+                                                                              torch.Tensor]:
+    """``(M^-_l, M^+_l)`` for the rows ``l = W..n`` from the encoding's exact partial sums.
+
+    Row by row (length-dependent priors included), in mpmath at 20 digits through
+    ``priors.content_bounds``, then rounded to float64.
+    """
+    import mpmath
+
+    from priors.content_bounds import window_mass_bounds
+
+    lo_b, hi_b = [], []
+    e_factor = mpmath.exp(2 * mpmath.mpf(score_bound))
+    for l in range(window, n + 1):  # noqa: E741
+        length = l if enc.length_dependent else None
+        s_w = enc.weight_sum(0, window, length=length, dps=20)
+        tail = enc.weight_sum(window, l, length=length, dps=20)
+        m_lo, m_hi = window_mass_bounds(s_w, tail, e_factor)
+        lo_b.append(float(m_lo))
+        hi_b.append(float(m_hi))
+    return torch.tensor(lo_b, dtype=torch.float64), torch.tensor(hi_b, dtype=torch.float64)
+
+
+def _violation(m: torch.Tensor, kind: str, m_minus: torch.Tensor,
+               m_plus: torch.Tensor) -> torch.Tensor:
+    """Per row: ``|M/M^- - 1|`` (``"attain_lo"``), ``|M/M^+ - 1|`` (``"attain_hi"``) or the
+    relative excess of ``M`` over ``[M^-, M^+]`` (``"inside"``; negative inside)."""
+    if kind == "attain_lo":
+        return (m / m_minus - 1).abs()
+    if kind == "attain_hi":
+        return (m / m_plus - 1).abs()
+    return torch.maximum((m_minus - m) / m_minus, (m - m_plus) / m_plus)
+
+
+def _window_mass_cases(enc: Any, n: int, window: int, score_bound: float, samples: int,
+                       gen: torch.Generator, system: System, dtype: torch.dtype,
+                       device: str) -> dict[str, tuple[torch.Tensor, str]]:
+    """``{case: (M_l(W) for l = W..n, kind)}``: the two extreme patterns and ``samples``
+    random score draws, through ``system.biased_softmax`` with the bias of
+    ``system.prior(enc)`` (kinds as in ``_violation``)."""
+    from proofs_check.operators.biases import bias_matrix
+
+    dist = torch.arange(n).unsqueeze(1) - torch.arange(n).unsqueeze(0)  # d = l - j
+    in_window = (dist >= 0) & (dist < window)  # (n, n)
+    b = float(score_bound)
+    # Extreme patterns: -B on the window, +B beyond (attains M^-), and the reverse (M^+).
+    low = torch.where(in_window, -b, b).to(dtype)
+    bias = bias_matrix(system.prior(enc), n, dtype=dtype, device=device)
+
+    def window_mass(scores: torch.Tensor) -> torch.Tensor:
+        attn = system.biased_softmax(system.scores(scores).to(device), bias)  # (n, n)
+        mass = (attn.to("cpu", torch.float64) * in_window).sum(-1)  # (n,)
+        return mass[window - 1:]  # rows l = W..n
+
+    cases = {"extreme_low": (window_mass(low), "attain_lo"),
+             "extreme_high": (window_mass(-low), "attain_hi")}
+    for k in range(samples):
+        s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
+        cases[f"random_{k}"] = (window_mass(s.to(dtype)), "inside")
+    return cases
+
+
+def _worst_content_bound_violation(n: int, window: int, score_bound: float, samples: int,
+                                   system: System, dtype: torch.dtype, device: str,
+                                   seed: int) -> tuple[float, dict[str, Any]]:
+    """The largest ``_violation`` over every encoding, case and row, and where it sits."""
+    gen = torch.Generator().manual_seed(seed)
+    worst = 0.0
+    where: dict[str, Any] = {}
+    for enc in _bound_encodings():
+        m_minus, m_plus = _exact_bounds(enc, n, window, score_bound)
+        cases = _window_mass_cases(enc, n, window, score_bound, samples, gen, system, dtype,
+                                   device)
+        for label, (m, kind) in cases.items():
+            v = _violation(m, kind, m_minus, m_plus)
+            i = int(v.argmax())
+            if float(v[i]) > worst or not where:
+                worst = float(v[i])
+                where = {"encoding": enc.name, "params": enc.params, "scores": label,
+                         "row": window + i, "window_mass": float(m[i]),
+                         "M_minus": float(m_minus[i]), "M_plus": float(m_plus[i])}
+    return worst, where
+
+
 @theorem_check("thm3_content_bounds", THEOREM)
 @uses("biased_softmax", "scores", "prior")
 def check_content_bounds(
@@ -77,69 +161,16 @@ def check_content_bounds(
     Negative control: scores times 1.1 (``scaled_scores``), beyond the ``B`` of the bounds:
     the extreme patterns then fall outside them.
     """
-    import mpmath
-
-    from priors.content_bounds import window_mass_bounds
-    from proofs_check.operators.biases import bias_matrix
-
     if not 1 <= window < n:
         raise ValueError(f"window must be in [1, n), got {window}")
-    gen = torch.Generator().manual_seed(seed)
-    eps = torch.finfo(dtype).eps
-    rows = torch.arange(n).unsqueeze(1)
-    cols = torch.arange(n).unsqueeze(0)
-    dist = rows - cols  # d = l - j (row index l-1, key index j-1)
-    in_window = (dist >= 0) & (dist < window)  # (n, n)
-    b = float(score_bound)
-    # Extreme patterns: -B on the window, +B beyond (attains M^-), and the reverse (M^+).
-    low = torch.where(in_window, -b, b).to(dtype)
-    high = -low
-    worst = 0.0
-    where: dict[str, Any] = {}
-    for enc in _bound_encodings():
-        bias = bias_matrix(system.prior(enc), n, dtype=dtype, device=device)
-        # Bounds from the exact prior sums, row by row (length-dependent priors included).
-        lo_b, hi_b = [], []
-        e_factor = mpmath.exp(2 * mpmath.mpf(b))
-        for l in range(window, n + 1):  # noqa: E741
-            length = l if enc.length_dependent else None
-            s_w = enc.weight_sum(0, window, length=length, dps=20)
-            tail = enc.weight_sum(window, l, length=length, dps=20)
-            m_lo, m_hi = window_mass_bounds(s_w, tail, e_factor)
-            lo_b.append(float(m_lo))
-            hi_b.append(float(m_hi))
-        m_minus = torch.tensor(lo_b, dtype=torch.float64)
-        m_plus = torch.tensor(hi_b, dtype=torch.float64)
-
-        def window_mass(scores: torch.Tensor, bias: torch.Tensor = bias) -> torch.Tensor:
-            attn = system.biased_softmax(system.scores(scores).to(device), bias)  # (n, n)
-            mass = (attn.to("cpu", torch.float64) * in_window).sum(-1)  # (n,)
-            return mass[window - 1:]  # rows l = W..n
-
-        cases = {"extreme_low": (window_mass(low), "attain_lo"),
-                 "extreme_high": (window_mass(high), "attain_hi")}
-        for k in range(samples):
-            s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
-            cases[f"random_{k}"] = (window_mass(s.to(dtype)), "inside")
-        for label, (m, kind) in cases.items():
-            if kind == "attain_lo":
-                v = ((m / m_minus - 1).abs())
-            elif kind == "attain_hi":
-                v = ((m / m_plus - 1).abs())
-            else:
-                v = torch.maximum((m_minus - m) / m_minus, (m - m_plus) / m_plus)
-            i = int(v.argmax())
-            if float(v[i]) > worst or not where:
-                worst = float(v[i])
-                where = {"encoding": enc.name, "params": enc.params, "scores": label,
-                         "row": window + i, "window_mass": float(m[i]),
-                         "M_minus": float(m_minus[i]), "M_plus": float(m_plus[i])}
+    worst, where = _worst_content_bound_violation(n, window, score_bound, samples, system,
+                                                  dtype, device, seed)
     return Measurement(
         quantity="rel. excess over [M^-,M^+]; |M/M^± - 1| at extreme scores",
         measured=worst,
         reference=0.0,
         relation="<=",
-        allowance=8 * n * eps,
+        allowance=8 * n * torch.finfo(dtype).eps,
         params={"encodings": [f"{e.name} {e.params}" for e in _bound_encodings()]},
         details={"worst_case": where},
     )

@@ -23,8 +23,6 @@ softmax entries, each within a few ulps). It is ``<= tol`` exactly when every gr
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from proofs_check.result import CheckSpec, Measurement, theorem_check
@@ -46,6 +44,58 @@ def distant_masses(attn: torch.Tensor, window: int, rows: tuple[int, ...]) -> li
     for l in rows:  # noqa: E741
         out.append(float(attn[l - 1, : max(0, l - window)].to(torch.float64).sum()))
     return out
+
+
+def _growth_at(alpha: float, scores: torch.Tensor, window: int, rows: tuple[int, int],
+               system: System, dtype: torch.dtype, device: str) -> float:
+    """``D_{L1}(W) - D_{L0}(W)`` on ``system.biased_softmax`` of ``scores`` with the bias of
+    ``system.prior(LogDistance(alpha))`` (``rows = (L0, L1)``, matrices of size ``L1``)."""
+    from priors.encodings import LogDistance
+    from proofs_check.operators.biases import bias_matrix
+
+    prior = system.prior(LogDistance(alpha=alpha))
+    bias = bias_matrix(prior, rows[1], dtype=dtype, device=device)
+    attn = system.biased_softmax(scores.to(dtype=dtype, device=device), bias)  # (n, n)
+    d0, d1 = distant_masses(attn, window, rows)
+    return d1 - d0
+
+
+def _extreme_scores(window: int, rows: tuple[int, int], score_bound: float) -> torch.Tensor:
+    """Scores attaining ``G_B``: row ``L1`` favours the distant keys (``+B`` beyond the window,
+    ``-B`` on it), row ``L0`` the window; every other row 0."""
+    l0, l1 = rows
+    n = l1
+    beyond = (torch.arange(n).unsqueeze(1) - torch.arange(n).unsqueeze(0)) >= window
+    b = float(score_bound)
+    extreme = torch.zeros(n, n, dtype=torch.float64)
+    extreme[l1 - 1] = torch.where(beyond[l1 - 1], b, -b)
+    extreme[l0 - 1] = torch.where(beyond[l0 - 1], -b, b)
+    return extreme
+
+
+def _growths(alpha: float, eps_below: float, window: int, rows: tuple[int, int],
+             score_bound: float, samples: int, gen: torch.Generator, system: System,
+             dtype: torch.dtype, device: str) -> tuple[dict[str, float], float]:
+    """``({scores: growth at alpha}, growth at alpha - eps_below)``.
+
+    At ``alpha``: constant scores, and for ``B > 0`` the extreme scores and ``samples``
+    random draws in ``[-B, B]``; just below: the extreme scores (constant ones for ``B = 0``).
+    """
+    n = rows[1]
+    b = float(score_bound)
+    extreme = _extreme_scores(window, rows, b)
+
+    def growth(a: float, scores: torch.Tensor) -> float:
+        return _growth_at(a, scores, window, rows, system, dtype, device)
+
+    grown: dict[str, float] = {"constant": growth(alpha, torch.zeros(n, n))}
+    if b > 0:
+        grown["extreme"] = growth(alpha, extreme)
+        for k in range(samples):
+            s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
+            grown[f"random_{k}"] = growth(alpha, s)
+    below = growth(alpha - eps_below, extreme if b > 0 else torch.zeros(n, n))
+    return grown, below
 
 
 def _margin_control(
@@ -70,63 +120,35 @@ def _margin_control(
     ``system.prior(LogDistance(alpha))``. Negative control: a selector whose ``delta`` is
     ``0.05`` too small (``margin_offset``); the growth then exceeds ``tau``.
     """
-    from priors.encodings import LogDistance
-    from proofs_check.operators.biases import bias_matrix
-
     l0 = window if lmin is None else lmin
-    l1 = lmax
     if eps_below is None:
         eps_below = 1e-3 if dtype == torch.float64 else 3e-2
-    gen = torch.Generator().manual_seed(seed)
-    tol = 4 * l1 * torch.finfo(dtype).eps
+    tol = 4 * lmax * torch.finfo(dtype).eps
     b = float(score_bound)
-    n = l1
-    dist = torch.arange(n).unsqueeze(1) - torch.arange(n).unsqueeze(0)  # d = l - j
-    beyond = dist >= window
-
-    def growth(alpha: float, scores: torch.Tensor) -> float:
-        prior = system.prior(LogDistance(alpha=alpha))
-        bias = bias_matrix(prior, n, dtype=dtype, device=device)
-        attn = system.biased_softmax(scores.to(dtype=dtype, device=device), bias)  # (n, n)
-        d0, d1 = distant_masses(attn, window, (l0, l1))
-        return d1 - d0
-
-    # Extreme scores attaining G_B: row L1 favours the distant keys, row L0 the window.
-    extreme = torch.zeros(n, n, dtype=torch.float64)
-    extreme[l1 - 1] = torch.where(beyond[l1 - 1], b, -b)
-    extreme[l0 - 1] = torch.where(beyond[l0 - 1], -b, b)
-    sel = system.select_margin(window, l1, tau, lmin=l0, score_bound=b)
-    delta = sel.delta
-    alpha = 1.0 + delta
-    grown: dict[str, float] = {"constant": growth(alpha, torch.zeros(n, n))}
-    if b > 0:
-        grown["extreme"] = growth(alpha, extreme)
-        for k in range(samples):
-            s = (torch.rand(n, n, generator=gen, dtype=torch.float64) * 2 - 1) * b
-            grown[f"random_{k}"] = growth(alpha, s)
-    below_scores = extreme if b > 0 else torch.zeros(n, n)
-    below = growth(alpha - eps_below, below_scores)
+    sel = system.select_margin(window, lmax, tau, lmin=l0, score_bound=b)
+    alpha = 1.0 + sel.delta
+    gen = torch.Generator().manual_seed(seed)
+    grown, below = _growths(alpha, eps_below, window, (l0, lmax), b, samples, gen, system,
+                            dtype, device)
     worst_at = max(grown, key=grown.get)
-    measured = max(grown[worst_at] - tau, tau + 2 * tol - below)
-    details: dict[str, Any] = {
-        "delta_star": sel.delta,
-        "delta_bracket": list(sel.delta_bracket),
-        "selected_growth": sel.growth,
-        "growth_at_alpha_star": grown,
-        "largest_growth_from": worst_at,
-        "growth_just_below": below,
-        "alpha_just_below": alpha - eps_below,
-        "sup_method": sel.sup_method,
-        "sup_explanation": sel.sup_explanation,
-    }
     return Measurement(
         quantity="max(G(a*) - tau, tau + 2tol - G(a*-eps)) on torch attention",
-        measured=measured,
+        measured=max(grown[worst_at] - tau, tau + 2 * tol - below),
         reference=0.0,
         relation="<=",
         allowance=tol,
         params={"lmin": l0, "samples": samples if b > 0 else 0, "eps_below": eps_below},
-        details=details,
+        details={
+            "delta_star": sel.delta,
+            "delta_bracket": list(sel.delta_bracket),
+            "selected_growth": sel.growth,
+            "growth_at_alpha_star": grown,
+            "largest_growth_from": worst_at,
+            "growth_just_below": below,
+            "alpha_just_below": alpha - eps_below,
+            "sup_method": sel.sup_method,
+            "sup_explanation": sel.sup_explanation,
+        },
     )
 
 

@@ -25,6 +25,7 @@ exactly when ``r`` lies in ``[0, 1]``. ``M`` is the toolkit's exact window mass
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from proofs_check.result import CheckSpec, Measurement, theorem_check
@@ -48,6 +49,69 @@ def _exact_harmonic(m: int, alpha: float, dps: int) -> Any:
             a = mpmath.mpf(alpha)
             return mpmath.fsum(mpmath.mpf(k) ** -a for k in range(1, m + 1))
     return harmonic_number(m, alpha, dps=dps + 10)
+
+
+def _bracket_cases(delta: float, counts: tuple[int, ...], windows: tuple[int, ...], dps: int,
+                   system: System) -> Iterator[tuple[str, tuple[Any, Any], Any, dict[str, Any]]]:
+    """``(kind, (lo, hi), exact, case)`` for every §6 bracket at ``alpha = 1.0 + delta``.
+
+    The brackets are computed for the exponent of ``system.prior(LogDistance(alpha))``, the
+    exact values (``_exact_harmonic``, ``mpmath.zeta``) for ``alpha``. Run inside
+    ``mpmath.workdps(dps + 10)``.
+    """
+    import mpmath
+
+    from priors import brackets as br
+    from priors.encodings import LogDistance
+
+    alpha = 1.0 + delta
+    h = {m: _exact_harmonic(m, alpha, dps) for m in sorted(set(counts) | set(windows))}
+    alpha = system.prior(LogDistance(alpha=alpha)).alpha  # the prior under test
+    for m in counts:
+        ib = br.integral_bracket(m, alpha, dps=dps)
+        eb = br.euler_maclaurin_bracket(m, alpha, dps=dps)
+        yield "integral", ib, h[m], {"m": m, "delta": delta}
+        yield "euler_maclaurin", eb, h[m], {"m": m, "delta": delta}
+        # The Euler–Maclaurin bracket lies inside the integral one.
+        yield "em_inside_integral_lo", (ib[0], eb[1]), eb[0], {"m": m, "delta": delta}
+        yield "em_inside_integral_hi", (eb[0], ib[1]), eb[1], {"m": m, "delta": delta}
+    for w in windows:
+        for n in counts:
+            if n < w:
+                continue
+            for kind, b in br.window_mass_brackets(w, n, alpha, dps=dps).items():
+                yield (f"window_mass_{kind}", b, h[w] / h[n],
+                       {"window": w, "length": n, "delta": delta})
+        z = mpmath.zeta(mpmath.mpf(1.0 + delta))
+        yield ("limit_window_mass", br.limit_window_mass_bracket(w, alpha, dps=dps), h[w] / z,
+               {"window": w, "delta": delta})
+    yield ("zeta", br.zeta_bracket(alpha, dps=dps), mpmath.zeta(mpmath.mpf(1.0 + delta)),
+           {"delta": delta})
+
+
+def _worst_bracket_violation(
+        cases: Iterable[tuple[str, tuple[Any, Any], Any, dict[str, Any]]]) -> dict[str, Any]:
+    """The largest relative violation ``max((lo - x)/x, (x - hi)/x)`` over ``cases``, where,
+    the same over ``m > 1`` (``m = 1`` brackets are exact at one end), the number of cases
+    and the largest relative width of the Euler–Maclaurin bracket (mpmath numbers)."""
+    import mpmath
+
+    worst, worst_nontrivial, em_width = -mpmath.inf, -mpmath.inf, mpmath.mpf(0)
+    where: dict[str, Any] = {}
+    count = 0
+    for kind, (lo, hi), exact, case in cases:
+        v = max((lo - exact) / exact, (exact - hi) / exact)
+        count += 1
+        if case.get("m") != 1 and case.get("length") != 1:
+            worst_nontrivial = max(worst_nontrivial, v)
+        if v > worst:
+            worst = v
+            where = {"kind": kind, **case, "lo": float(lo), "hi": float(hi),
+                     "exact": float(exact)}
+        if kind == "euler_maclaurin":
+            em_width = max(em_width, (hi - lo) / exact)
+    return {"worst": worst, "where": where, "cases": count,
+            "worst_nontrivial": worst_nontrivial, "em_width": em_width}
 
 
 @theorem_check("thm4_brackets", THEOREM)
@@ -77,56 +141,11 @@ def check_brackets(
     """
     import mpmath
 
-    from priors import brackets as br
-    from priors.encodings import LogDistance
-
-    worst = -mpmath.inf
-    where: dict[str, Any] = {}
-    cases = 0
-    em_width = mpmath.mpf(0)
-    worst_nontrivial = -mpmath.inf
     with mpmath.workdps(dps + 10):
-
-        def record(kind: str, bracket: tuple[Any, Any], exact: Any, **case: Any) -> None:
-            nonlocal worst, cases, worst_nontrivial
-            lo, hi = bracket
-            v = max((lo - exact) / exact, (exact - hi) / exact)
-            cases += 1
-            if case.get("m") != 1 and case.get("length") != 1:
-                worst_nontrivial = max(worst_nontrivial, v)
-            if v > worst:
-                worst = v
-                where.clear()
-                where.update(kind=kind, **case, lo=float(lo), hi=float(hi), exact=float(exact))
-
-        for delta in deltas:
-            alpha = 1.0 + delta
-            h = {m: _exact_harmonic(m, alpha, dps) for m in sorted(set(counts) | set(windows))}
-            alpha = system.prior(LogDistance(alpha=alpha)).alpha  # the prior under test
-            for m in counts:
-                ib = br.integral_bracket(m, alpha, dps=dps)
-                eb = br.euler_maclaurin_bracket(m, alpha, dps=dps)
-                record("integral", ib, h[m], m=m, delta=delta)
-                record("euler_maclaurin", eb, h[m], m=m, delta=delta)
-                # The Euler–Maclaurin bracket lies inside the integral one.
-                record("em_inside_integral_lo", (ib[0], eb[1]), eb[0], m=m,
-                       delta=delta)
-                record("em_inside_integral_hi", (eb[0], ib[1]), eb[1], m=m, delta=delta)
-                em_width = max(em_width, (eb[1] - eb[0]) / h[m])
-            for w in windows:
-                for n in counts:
-                    if n < w:
-                        continue
-                    exact = h[w] / h[n]
-                    for kind, b in br.window_mass_brackets(w, n, alpha, dps=dps).items():
-                        record(f"window_mass_{kind}", b, exact, window=w, length=n,
-                               delta=delta)
-                z = mpmath.zeta(mpmath.mpf(1.0 + delta))
-                record("limit_window_mass", br.limit_window_mass_bracket(w, alpha, dps=dps),
-                       h[w] / z, window=w, delta=delta)
-            record("zeta", br.zeta_bracket(alpha, dps=dps), mpmath.zeta(mpmath.mpf(1.0 + delta)),
-                   delta=delta)
-        measured = float(worst)
+        found = _worst_bracket_violation(
+            case for delta in deltas
+            for case in _bracket_cases(delta, counts, windows, dps, system))
+        measured = float(found["worst"])
     return Measurement(
         quantity="max relative violation of the integral/EM/limit/zeta brackets",
         measured=measured,
@@ -134,9 +153,9 @@ def check_brackets(
         relation="<=",
         allowance=10.0 ** -(dps + 5),
         dtype=f"mpmath dps {dps}",
-        details={"cases": cases, "worst_case": where,
-                 "worst_violation_m_gt_1": float(worst_nontrivial),
-                 "max_relative_em_width": float(em_width)},
+        details={"cases": found["cases"], "worst_case": found["where"],
+                 "worst_violation_m_gt_1": float(found["worst_nontrivial"]),
+                 "max_relative_em_width": float(found["em_width"])},
     )
 
 
