@@ -253,10 +253,11 @@ def check_classification(
     ratio: int = 10**4,
     system: System | None = None,
 ) -> Measurement:
-    """Each §5 table row: ``enc.classify().label`` == docs/theory.md's class == the numeric class.
+    """Each §5 table row: ``enc.classify().label`` == the stated class == the numeric class.
 
     Measured: the number of rows where the three disagree; reference 0. ``classify`` and
-    the numeric criterion both see ``system.prior(enc)``; docs/theory.md's class is that of ``enc``.
+    the numeric criterion both see ``system.prior(enc)``; the class docs/theory.md §5 states
+    is that of ``enc``.
 
     Negative control (a perturbed prior): log-distance and KERPLE-log exponents shifted by
     ``-0.6`` (``exponent_shifted``; ``alpha = 1.5`` becomes ``0.9``), which changes their

@@ -11,7 +11,7 @@ with ``C' = cumsum over rows of a`` and ``H_m = 1 + 1/2 + ... + 1/m`` (the tails
 independently of the operator); both bounds are
 evaluated by ``priors.dilution_bounds``, whose weight bound figure 3 draws. The exponent
 ``1 - rho`` is sharp: with constant scores the mass on the ``W`` most recent keys decays like
-``l^-(1-rho)`` (docs/theory.md: slopes 0.8006, 0.5012, 0.2014, 0.0507 at ``rho = 0.2, 0.5, 0.8,
+``l^-(1-rho)`` (docs/theory.md §3: slopes 0.8006, 0.5012, 0.2014, 0.0507 at ``rho = 0.2, 0.5, 0.8,
 0.95``, ``W = 8``, ``n = 1024``).
 
 Score families (each with its own ``B``): uniform random in ``[-B, B]``; adversarial -- ``+B``
@@ -211,10 +211,10 @@ def check_decay_exponent(
     Measured: ``max_rho |(-slope) - (1 - rho)|`` (slope of ``log M_l(W)`` against ``log l``
     over ``l in [n/8, n]``, constant scores). Tolerance ``0.02`` at ``n >= 1024`` and ``0.05``
     below: the discrete mass approaches the continuum law ``M ~ (W/l)^(1-rho)/Gamma(2-rho)``
-    only as ``W/l -> 0`` (docs/theory.md §4: the ratio to the continuum is still 0.95-0.99 at these
-    lengths), which tilts a fitted slope by ``O(W/l)``; docs/theory.md's fits at ``n = 1024``
-    deviate by at most ``0.0014``. ``seed`` is unused (deterministic). ``progress``: the
-    stream prints its rows on stderr.
+    only as ``W/l -> 0`` (docs/theory.md §4: the ratio to the continuum is still 0.95-0.99 at
+    these lengths), which tilts a fitted slope by ``O(W/l)``; the fits of docs/theory.md §3 at
+    ``n = 1024`` deviate by at most ``0.0014``. ``seed`` is unused (deterministic).
+    ``progress``: the stream prints its rows on stderr.
 
     Negative control: the stream at ``0.7 rho`` (``system.stream``).
     """

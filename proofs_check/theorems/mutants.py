@@ -3,7 +3,7 @@
 Each factory returns a part with the signature of the one it replaces (see
 ``proofs_check.theorems.system``) and a ``__name__`` that says what is wrong with it. None of
 them is used by the toolkit itself: they exist so that every check can be shown to catch a
-wrong system (the standard of docs/theory.md, "How the checks can fail").
+wrong system (docs/theory.md, "How the checks can fail").
 
 Operators (signature of ``causal_ot_attention``):
 

@@ -14,7 +14,8 @@ checks (docs/theory.md §1):
 * ``prop1_identity_collapse``: the batch unbalanced Sinkhorn plan (columns KL-relaxed, §1)
   satisfies (*) for every ``rho`` (ratio measured/bound <= 1), and its diagonal mass
   ``trace(P)/n`` increases towards 1 as ``rho -> 1`` (details);
-* ``prop1_diagonal_mass``: that diagonal mass at ``n = 32`` with constant scores is docs/theory.md's
+* ``prop1_diagonal_mass``: that diagonal mass at ``n = 32`` with constant scores is the one
+  docs/theory.md §1 gives
   (0.16933, 0.31476, 0.60784, 0.86515, 0.97169 at ``rho = 0.5, 0.9, 0.99, 0.999, 0.9999``);
 * ``prop1_feasibility_lp``: targets ``b >= 0``, ``sum b = n`` are feasible iff
   ``sum_{j >= k} b_j <= n - k + 1`` for all ``k``, compared case by case with a linear
@@ -113,8 +114,8 @@ def check_diagonal_mass(
 ) -> Measurement:
     """The batch plan's diagonal mass at ``n = 32``, constant scores, against docs/theory.md §1.
 
-    Measured: ``max_rho |trace(P)/32 - docs/theory.md|`` (``THEORY_DIAGONAL_MASS``; ``rho`` must be
-    one docs/theory.md gives). Tolerance ``5e-6``: docs/theory.md prints 5 decimals (half a unit); the plan
+    Measured: ``max_rho |trace(P)/32 - docs/theory.md §1|`` (``THEORY_DIAGONAL_MASS``; ``rho``
+    must be one §1 gives). Tolerance ``5e-6``: §1 prints 5 decimals (half a unit); the plan
     is iterated to ``log v`` increments ``1e-12`` (float64), i.e. within ``kappa 1e-12 <=
     1e-8`` of the fixed point at ``rho = 0.9999``, which moves the diagonal mass by less.
     ``rho = 0.9999`` needs about 2.6e5 sweeps (``--full`` only). float32: increments

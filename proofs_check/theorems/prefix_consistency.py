@@ -12,7 +12,7 @@ of §1 does not (docs/theory.md §1: at ``n = 64``, ``m = 32``, N(0,1) scores fr
 control (docs/theory.md §1, §2):
 
 * ``prop23_prefix_consistency``: leak of the operator ``== 0`` (float64 round-off);
-* ``prop23_batch_leak``: the batch plan's leak statistics reproduce docs/theory.md's.
+* ``prop23_batch_leak``: the batch plan's leak statistics reproduce docs/theory.md §1's.
 """
 
 from __future__ import annotations
@@ -95,14 +95,14 @@ def check_batch_leak(
 
     Scores ``numpy.random.default_rng(seed).standard_normal((n, n))`` for ``seed = 0..9``;
     the leak of each is ``max_{l,j <= m} |P_n[l,j] - P_m[l,j]|`` at ``m = prefix``. Measured:
-    the largest deviation of the median, lowest and highest leak over the seeds from docs/theory.md's
-    ``(median, lowest, highest)`` (``THEORY_LEAK``), over every ``rho`` docs/theory.md gives (others
-    are reported, not compared). Tolerance ``5e-4``: docs/theory.md prints 3 decimals (half a unit),
-    while the plans are converged to ``log v`` increments ``1e-12`` (distance to the fixed
-    point ``<= kappa 1e-12 <= 1e-11``, far below it). A leak of 0 (a prefix-consistent map)
-    misses every docs/theory.md value by at least 0.034.
+    the largest deviation of the median, lowest and highest leak over the seeds from the
+    ``(median, lowest, highest)`` of docs/theory.md §1 (``THEORY_LEAK``), over every ``rho``
+    §1 gives (others are reported, not compared). Tolerance ``5e-4``: §1 prints 3 decimals
+    (half a unit), while the plans are converged to ``log v`` increments ``1e-12`` (distance
+    to the fixed point ``<= kappa 1e-12 <= 1e-11``, far below it). A leak of 0 (a
+    prefix-consistent map) misses every value of §1 by at least 0.034.
 
-    Only docs/theory.md's setting (``n = 64``, ``m = 32``, 10 seeds) has reference values;
+    Only the setting of §1 (``n = 64``, ``m = 32``, 10 seeds) has reference values;
     other sizes raise ``ValueError``. float32: the plan is computed in float32 (increments
     to ``1e-5``, i.e. ``log v`` within ``9e-5``), so the tolerance is ``2e-3``.
 

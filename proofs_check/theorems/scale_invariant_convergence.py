@@ -20,7 +20,7 @@ streaming solver ``stream_causal_ot``) converges to the continuum prior. Measure
 
 (``Q`` the regularised upper incomplete gamma: the continuum probability that the key is
 at most ``j``), at ``l = 2^k``; the fitted slope of ``ln K_l`` against ``ln l`` must be at
-most ``-(1-rho)/2`` (convergence as a power of ``l``; docs/theory.md measured about ``-0.66`` at
+most ``-(1-rho)/2`` (convergence as a power of ``l``; docs/theory.md §4 measured about ``-0.66`` at
 ``rho = 1/3``). Beside it (details): the sup over all real ``y`` of the distance between the
 step CDF of row ``l`` and the continuum CDF (dominated by the diagonal atom), and the window
 mass ratio discrete/continuum at a fixed fraction ``q = W/l`` (tends to 1) and at fixed
@@ -141,7 +141,7 @@ def check_grid_distance(
 
     Rows ``l = 2^k`` (``k`` in ``log2_lengths``) of one streaming run to the largest ``l``.
     Holds when the least-squares slope is ``<= -(1-rho)/2``: the discrete CDF approaches the
-    continuum one at a power rate (docs/theory.md measured ``K_l`` = 0.00668, 0.00425, 0.00269,
+    continuum one at a power rate (docs/theory.md §4 measured ``K_l`` = 0.00668, 0.00425, 0.00269,
     0.00170 at ``l = 256..2048``, slope about ``-0.66 = -(1-rho)``, at ``rho = 1/3``; the
     threshold at half that rate leaves room for the shorter CI fit yet fails flatly when
     the limit is wrong).

@@ -9,7 +9,7 @@ point, and its ``logV`` increments shrink by about ``rho`` per sweep. Two checks
   independent algorithm);
 * ``lemma22_contraction``: the measured per-sweep contraction factor of the sup-norm
   increments ``d_k = ||logV_k - logV_{k-1}||`` (``info.residual`` after ``k`` sweeps) is
-  ``rho`` (docs/theory.md: 0.1992, 0.4991, 0.8003, 0.9004, 0.9499 at rho = 0.2 ... 0.95).
+  ``rho`` (docs/theory.md §2: 0.1992, 0.4991, 0.8003, 0.9004, 0.9499 at rho = 0.2 ... 0.95).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def check_contraction(
 
     Constant scores and ``samples`` uniform draws in ``[-B, B]``. Increments are measured
     between ``1e-3`` and ``1e-10`` (float64; ``1e-2`` to ``1e-5`` in float32), where the
-    asymptotic rate has set in and round-off has not. Tolerance ``0.01``: docs/theory.md's own
+    asymptotic rate has set in and round-off has not. Tolerance ``0.01``: docs/theory.md §2's own
     measurements deviate from ``rho`` by at most ``0.0009``; the transient from the first
     sweeps can bias a geometric mean over a few decades by a few thousandths. float32:
     tolerance ``0.02``, because the window above float32's stall (about ``5e-7`` in

@@ -154,8 +154,8 @@ def _theory_scores(seeds: int = 10, n: int = 64) -> np.ndarray:
 
 
 def test_pot_reproduces_the_theory_leak():
-    # POT (relative stopping 1e-14) on docs/theory.md's setting: median, lowest and highest leak over
-    # the 10 seeds within half a printed digit of docs/theory.md's, for every rho docs/theory.md gives.
+    # POT (relative stopping 1e-14) on the setting of docs/theory.md §1: median, lowest and
+    # highest leak over the 10 seeds within half a printed digit of §1's, for every rho it gives.
     scores = _theory_scores()
     for rho, (median, lowest, highest) in THEORY_LEAK.items():
         leaks = []

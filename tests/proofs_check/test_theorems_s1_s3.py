@@ -1,4 +1,4 @@
-"""Checks of docs/theory.md §1-§3 beyond the registry run (tests/proofs_check/test_theorem_checks.py)."""
+"""Checks of docs/theory.md §1-§3 beyond the registry run (test_theorem_checks.py)."""
 
 import math
 

@@ -1,9 +1,9 @@
-"""Theorem checks of docs/theory.md §4-§8 beyond the registry tests (which run every check at CI size
-and its negative control, in ``test_theorem_checks.py``).
+"""Theorem checks of docs/theory.md §4-§8 beyond the registry tests (which run every check at
+CI size and its negative control, in ``test_theorem_checks.py``).
 
-Here: the helpers the checks rely on are checked against brute force, docs/theory.md's independently
-computed numbers are reproduced (to the digits docs/theory.md prints), and the torch checks run in
-float32 and on CUDA where available.
+Here: the helpers the checks rely on are checked against brute force, the independently
+computed numbers of docs/theory.md §4-§8 are reproduced (to the digits printed there), and the
+torch checks run in float32 and on CUDA where available.
 """
 
 import math
@@ -82,8 +82,8 @@ def test_grid_distance_reproduces_theory():
         ratio = r.details["sup_over_y"][l] / r.details["K_l"][l]
         assert 2.5 < ratio < 3.5, ratio
         assert r.details["sup_over_y"][l] >= r.details["diagonal_atom"][l] - 1e-15
-    # Fixed q: the window-mass ratio discrete/continuum climbs towards 1 (docs/theory.md: 0.945 to
-    # 0.994); fixed W = 1: it levels off near 0.76.
+    # Fixed q: the window-mass ratio discrete/continuum climbs towards 1 (docs/theory.md §4:
+    # 0.945 to 0.994); fixed W = 1: it levels off near 0.76.
     q = [r.details["window_ratio_fixed_q"][k] for k in ("256", "512", "1024")]
     assert q == sorted(q) and 0.94 < q[0] and q[-1] < 1
     w1 = [r.details["window_ratio_W1"][k] for k in ("256", "512", "1024")]
