@@ -182,13 +182,29 @@ def _write_results(out: Path, results: dict[str, Any]) -> None:
         raise
 
 
+def _print_readme(out: Path) -> int:
+    """``--readme``: the README block of ``benchmarks.readme`` from the results in ``out``."""
+    from benchmarks.readme import readme_block
+
+    results = _previous_results(out)
+    if not results:
+        raise UsageError(f"--readme: no benchmark results in {echo(str(out))}")
+    emit(readme_block(results))
+    return 0
+
+
 def _main(argv: list[str] | None) -> int:
     parser = Parser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run (small sizes, few repeats)")
     parser.add_argument("--only", default=",".join(AREAS), help=f"comma list from {AREAS}")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"),
                         help="results file (default benchmarks/results.json)")
+    parser.add_argument("--readme", action="store_true",
+                        help="print the README's performance tables from the results file "
+                             "(--out) and exit; nothing is run or written")
     args = parser.parse_args(argv)
+    if args.readme:
+        return _print_readme(Path(args.out))
     items = [a.strip() for a in args.only.split(",")]
     if not args.only.strip() or any(not a for a in items):
         raise UsageError(f"--only: empty area in {echo(args.only)}; choose from {AREAS}")
