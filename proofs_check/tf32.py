@@ -3,7 +3,8 @@
 TF32 lets CUDA float32 matmuls and convolutions round their inputs to 10 mantissa bits; a
 check run under it would measure TF32 round-off, not the statement. ``tf32_disabled`` turns
 it off and restores the caller's setting; ``tf32_enabled`` reads the current state (what
-every ``CheckResult`` records in ``tf32``).
+every ``CheckResult`` records in ``tf32``). ``proofs_check.result.theorem_check`` runs
+every check inside ``tf32_disabled``; nothing else in proofs_check switches TF32.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["tf32_disabled", "tf32_enabled"]
-
 
 
 def _tf32_targets() -> list[Any]:
