@@ -2,9 +2,12 @@
 docs/diagnose.md).
 
 Without ``--measure`` it imports neither torch nor transformers (a single-file PyTorch
-``pytorch_model.bin`` holding T5 tables is the one exception: reading it needs torch).
-Bad input, unsupported families and broken files: one line on stderr, exit status 2,
-nothing written.
+``pytorch_model.bin`` holding T5 tables is one exception: reading it needs torch; a T5
+bucket boundary within one float32 unit of torch's log is the other, decided by torch's
+own log when it is installed). Bad input, unsupported families and broken files: one line
+on stderr, exit status 2, nothing written. ``--measure`` exits with status 1 when the
+check fails (a row outside Theorem 3's bracket, or keys masked differently from the
+prior); an inconclusive check (no row could be checked) is printed as such, status 0.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ __all__ = ["main"]
 
 
 PROG = "priors.diagnose"
+#: The install line that gives every option of this command its dependencies.
+INSTALL_HINT = "pip install 'causal-ot-priors[diagnose]'"
 
 
 _count = argtype(lambda t: count(t, minimum=1))
@@ -29,9 +34,12 @@ _int = argtype(lambda t: count(t, maximum=2**31))
 
 
 def _dps(text: str) -> int:
+    from priors.diagnose.report import DPS_RANGE
+
+    lo, hi = DPS_RANGE
     value = argtype(lambda t: count(t, maximum=10**9))(text)
-    if not 5 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"must lie in [5, 1000], got {value}")
+    if not lo <= value <= hi:
+        raise argparse.ArgumentTypeError(f"must lie in [{lo}, {hi}], got {value}")
     return value
 
 
@@ -53,10 +61,13 @@ def _parser() -> Parser:
                    help="content-score bound B: print Theorem 3's brackets")
     p.add_argument("--tol", type=_number, help="growth tolerance of the distant mass")
     p.add_argument("--lmin", type=_count, help="L0 of the growth test (default W)")
-    p.add_argument("--dps", type=_dps, default=30, help="significant digits computed (30)")
-    p.add_argument("--digits", type=_int, default=6, help="digits printed in the text (6)")
+    p.add_argument("--dps", type=_dps, default=30,
+                   help="significant digits computed, in [15, 200] (30)")
+    p.add_argument("--digits", type=_int, help="digits printed in the text (6, at most --dps)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="FILE", help="draw distant mass against length per head")
+    p.add_argument("--plot-log", action="store_true",
+                   help="log scale for the distant mass in --plot (tiny ALiBi masses show)")
     g = p.add_argument_group("measurement (needs torch and transformers)")
     g.add_argument("--measure", action="store_true",
                    help="run the model (eager attention) and check Theorem 3 per row")
@@ -67,8 +78,8 @@ def _parser() -> Parser:
     return p
 
 
-def _write_plot(diag: object, file: str) -> None:
-    from priors.diagnose.plot import plot_distant_mass
+def _write_plot(diag: object, file: str, *, log: bool) -> None:
+    from priors.diagnose.plot import draw
 
     directory = os.path.dirname(os.path.abspath(file)) or "."
     if not os.path.isdir(directory):
@@ -77,7 +88,7 @@ def _write_plot(diag: object, file: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=suffix)
     os.close(fd)
     try:
-        plot_distant_mass(diag, tmp)
+        draw(diag, tmp, log_scale=log)
         os.replace(tmp, file)
     except BaseException:
         os.unlink(tmp)
@@ -86,15 +97,22 @@ def _write_plot(diag: object, file: str) -> None:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
-    if not 1 <= args.digits <= args.dps:
-        raise ValueError(f"--digits must lie in [1, --dps = {args.dps}], got {args.digits}")
+    digits = min(6, args.dps) if args.digits is None else args.digits
+    if not 1 <= digits <= args.dps:
+        raise ValueError(f"--digits must lie in [1, --dps = {args.dps}], got {digits}")
+    if args.plot_log and args.plot is None:
+        raise ValueError("--plot-log only applies with --plot")
     if args.lmin is not None and args.tol is None:
         raise ValueError("--lmin only applies with --tol")
+    if args.text is not None and not args.measure:
+        raise ValueError("--text only applies with --measure")
     if args.plot is not None:
+        if not args.plot:
+            raise ValueError("--plot: empty file name")
         try:
             import matplotlib  # noqa: F401  (checked before any work)
         except ImportError as exc:
-            raise ValueError("--plot needs matplotlib (pip install matplotlib)") from exc
+            raise ValueError(f"--plot needs matplotlib ({INSTALL_HINT})") from exc
     from priors.diagnose import diagnose
 
     diag = diagnose(
@@ -113,13 +131,11 @@ def _main(argv: Sequence[str] | None) -> int:
             args.path, diag.model, args.measure_length, diag.window,
             text=args.text, seed=args.seed,
         )
-    elif args.text is not None:
-        raise ValueError("--text only applies with --measure")
-    text = diag.to_json(indent=2) if args.json else diag.to_text(args.digits)
+    text = diag.to_json(indent=2) if args.json else diag.to_text(digits)
     if args.plot is not None:
-        _write_plot(diag, args.plot)
+        _write_plot(diag, args.plot, log=args.plot_log)
     emit(text)
-    return 0
+    return 1 if diag.measurement is not None and diag.measurement.verdict == "fail" else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
