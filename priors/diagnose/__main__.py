@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from priors.cli import Parser, UsageError, argtype, count, emit, real, run
+from priors.cli import Parser, UsageError, argtype, count, emit, progress, real, run
 
 __all__ = ["main"]
 
@@ -129,7 +129,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
         diag.measurement = measure(
             args.path, diag.model, args.measure_length, diag.window,
-            text=args.text, seed=args.seed,
+            text=args.text, seed=args.seed, progress=lambda line: progress(PROG, line),
         )
     text = diag.to_json(indent=2) if args.json else diag.to_text(digits)
     if args.plot is not None:

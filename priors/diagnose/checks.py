@@ -142,7 +142,7 @@ def _toeplitz(padded: np.ndarray, r0: int, r1: int, c0: int, c1: int) -> np.ndar
     n = len(padded) // 2
     start = n + r0 - c0
     step = padded.strides[0]
-    return as_strided(vec[start:], shape=(r1 - r0, c1 - c0), strides=(step, -step),
+    return as_strided(padded[start:], shape=(r1 - r0, c1 - c0), strides=(step, -step),
                       writeable=False)
 
 

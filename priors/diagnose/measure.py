@@ -21,10 +21,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 import time
-from collections.abc import Iterator
-from typing import Any, TextIO
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from priors.diagnose.checks import RowPrior, check_layer, row_prior
 from priors.diagnose.families import T5_FAMILIES, HeadPrior, ModelPriors
@@ -84,9 +83,10 @@ def _tokens(path: str, n: int, text: str | None, seed: int, vocab: int) -> tuple
 
     content = read_text(text, "--text")
     if not any(os.path.isfile(os.path.join(path, f)) for f in _TOKENIZER_FILES):
-        raise ValueError(f"--text: {path!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES[:4])}"
-                         ", ...): --text needs the checkpoint's own tokenizer (without --text, "
-                         "--measure uses random token ids)")
+        names = ", ".join(_TOKENIZER_FILES[:4])
+        raise ValueError(f"--text: {path!r} has no tokenizer files ({names}, ...): --text "
+                         "needs the checkpoint's own tokenizer (without --text, --measure "
+                         "uses random token ids)")
     import transformers
 
     with _quiet_transformers(transformers):
@@ -198,9 +198,11 @@ def measure(
     text: str | None = None,
     seed: int = 0,
     threads: int = 2,
-    progress: TextIO | None = sys.stderr,
+    progress: Callable[[str], None] | None = None,
 ) -> Measurement:
-    """Run the checkpoint at each length and check every head (see the module docstring)."""
+    """Run the checkpoint at each length and check every head (see the module docstring);
+    ``progress`` receives one line per layer checked, ``threads`` splits each layer's heads
+    (``priors.diagnose.checks.check_layer``)."""
     if min(lengths) < window:
         raise ValueError(f"--measure-length must be >= window = {window}")
     is_t5 = model_priors.model_type in T5_FAMILIES
@@ -222,8 +224,8 @@ def measure(
             out.rows.extend(_layer_rows(weights, layer, n, window, model_priors, cache,
                                         threads))
             if progress is not None:
-                print(f"[measure] l = {n}: layer {layer + 1}/{len(modules)} "
-                      f"({time.perf_counter() - t0:.1f} s)", file=progress, flush=True)
+                progress(f"l = {n}: layer {layer + 1}/{len(modules)} checked "
+                         f"({time.perf_counter() - t0:.1f} s)")
 
         _run(model, ids, is_t5, modules, check)
     return out
