@@ -33,7 +33,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["diagnose"]
+__all__ = ["INSTALL_HINT", "diagnose"]
+
+#: The install line that gives every option of the command its dependencies (safetensors,
+#: torch, transformers, matplotlib).
+INSTALL_HINT = "pip install 'causal-ot-priors[diagnose]'"
 
 
 def diagnose(path: str, **kwargs: Any) -> Any:

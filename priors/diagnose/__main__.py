@@ -19,13 +19,12 @@ import tempfile
 from collections.abc import Sequence
 
 from priors.cli import Parser, UsageError, argtype, count, emit, progress, real, run
+from priors.diagnose import INSTALL_HINT
 
 __all__ = ["main"]
 
 
 PROG = "priors.diagnose"
-#: The install line that gives every option of this command its dependencies.
-INSTALL_HINT = "pip install 'causal-ot-priors[diagnose]'"
 
 
 _count = argtype(lambda t: count(t, minimum=1))
@@ -106,6 +105,12 @@ def _main(argv: Sequence[str] | None) -> int:
         raise ValueError("--lmin only applies with --tol")
     if args.text is not None and not args.measure:
         raise ValueError("--text only applies with --measure")
+    if args.measure:
+        try:
+            import torch  # noqa: F401  (checked before any work)
+            import transformers  # noqa: F401
+        except ImportError as exc:
+            raise ValueError(f"--measure needs torch and transformers ({INSTALL_HINT})") from exc
     if args.plot is not None:
         if not args.plot:
             raise ValueError("--plot: empty file name")

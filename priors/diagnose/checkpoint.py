@@ -192,9 +192,10 @@ class Checkpoint:
             with safe_open(file, framework="numpy") as fh:
                 return np.asarray(fh.get_tensor(key))
         except ImportError as exc:
+            from priors.diagnose import INSTALL_HINT
+
             raise ValueError(
-                "reading safetensors weights needs the safetensors package "
-                "(pip install 'causal-ot-priors[hf]')"
+                f"reading safetensors weights needs the safetensors package ({INSTALL_HINT})"
             ) from exc
         except Exception as exc:  # safetensors raises its own error types on broken files
             raise ValueError(f"cannot read tensor {key!r} from {file!r}: {exc}") from exc
@@ -204,9 +205,11 @@ class Checkpoint:
             try:
                 import torch
             except ImportError as exc:
+                from priors.diagnose import INSTALL_HINT
+
                 raise ValueError(
                     f"{file!r} is a PyTorch checkpoint: reading it needs torch "
-                    "(pip install torch), or convert it to safetensors"
+                    f"({INSTALL_HINT}), or convert it to safetensors"
                 ) from exc
             try:
                 state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)

@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from priors.diagnose import INSTALL_HINT
 from priors.diagnose.checks import RowPrior, check_layer, row_prior
 from priors.diagnose.families import T5_FAMILIES, HeadPrior, ModelPriors
 from priors.diagnose.measurement import Measurement
 
 __all__ = ["measure"]
 
-INSTALL_HINT = "pip install 'causal-ot-priors[diagnose]'"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json",
                     "vocab.txt", "spiece.model", "sentencepiece.bpe.model", "merges.txt")
 
