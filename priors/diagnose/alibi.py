@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -94,10 +95,23 @@ def is_alibi(cfg: dict[str, Any]) -> bool:
             or (isinstance(attn, dict) and attn.get("alibi") is True))
 
 
-def _mpt(cfg: dict[str, Any], nh: int) -> tuple[list[float] | None, list[float], list[str],
-                                                 str]:
-    """MPT: the checkpoint's slopes (MosaicML's code; ``None`` without ALiBi), transformers'
-    slopes (always ALiBi, ``b = 8``), the notes, and the checkpoint's mechanism."""
+@dataclass
+class _Slopes:
+    """One family's slopes: the checkpoint's (``None``: no ALiBi there), transformers'
+    eager ones where they differ, how they are computed, and what the output says."""
+
+    own: list[float] | None
+    eager: list[float] | None
+    formula: str
+    mechanism: str = "alibi"
+    scale: float = 1.0
+    rounding: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _mpt(cfg: dict[str, Any], nh: int) -> _Slopes:
+    """MPT: MosaicML's code (the checkpoint's prior) against transformers' (always ALiBi,
+    ``b = 8``)."""
     attn = section(cfg, "attn_config")
     alibi = boolean(attn, "alibi", True, "attn_config.alibi")
     bias_max = number(attn, "alibi_bias_max", 8.0, positive=True,
@@ -107,87 +121,87 @@ def _mpt(cfg: dict[str, Any], nh: int) -> tuple[list[float] | None, list[float],
             f"config: attn_config.alibi_bias_max = {bias_max:g} makes MPT's slopes "
             f"2^(-b k/P) underflow to 0 in float32 (b must be at most {MAX_BIAS_MAX})")
     hf = [float(m) for m in mpt_slopes(nh, 8.0)]
-    notes = ["MPT adds the bias unscaled to the scaled scores q.k/sqrt(h); slopes in float32 "
-             "as the model computes them"]
+    out = _Slopes(None, hf, "fl32(1/fl32(2^(k b/P))), P = 2^ceil(log2 H), even k first (MPT)",
+                  notes=["MPT adds the bias unscaled to the scaled scores q.k/sqrt(h)"])
     if not alibi:
         learned = boolean(cfg, "learned_pos_emb", True)
-        mech = "absolute" if learned else "none"
-        notes.append(
+        out.mechanism = "absolute" if learned else "none"
+        out.notes.append(
             f"attn_config.alibi = false: MosaicML's code uses "
             f"{'learned absolute positions' if learned else 'no positions'} (the prior "
             "below); transformers' MptModel always adds ALiBi with alibi_bias_max = 8 and "
             "has no learned positions: --measure checks that prior (eager_prior)")
-        return None, hf, notes, mech
-    own = [float(m) for m in mpt_slopes(nh, bias_max)]
+        return out
+    out.own = [float(m) for m in mpt_slopes(nh, bias_max)]
     if bias_max != 8:
-        notes.append(
+        out.notes.append(
             f"alibi_bias_max = {bias_max:g}: MosaicML's code uses it (the prior below); "
             "transformers' MptModel always uses 8: --measure checks that prior (eager_prior)")
-    return own, hf, notes, "alibi"
+    else:
+        out.eager = None
+    return out
+
+
+def _falcon(cfg: dict[str, Any], nh: int) -> _Slopes:
+    head_dim = head_count(cfg, ("hidden_size", "n_embd"), "hidden size") // nh
+    scale = 1.0 / math.sqrt(head_dim)
+    own = [float(s) * scale for s in bfloat16_round(bloom_slopes(nh))]
+    return _Slopes(
+        own, [2.0 * m for m in own], "bf16(BLOOM's float32 slope) / sqrt(head_dim) (Falcon)",
+        scale=scale,
+        rounding="bfloat16: each entry m * j of the alibi tensor is rounded to bfloat16",
+        notes=[
+            "Falcon: the float32 slopes are rounded to bfloat16 and the bias is divided by "
+            f"sqrt(head_dim) = sqrt({head_dim}); each entry m*j (key position j) is itself "
+            "rounded to bfloat16, an error up to 2^-9 m j that does not depend on the "
+            "distance alone (the measured check absorbs it in the content spread)",
+            "transformers' eager Falcon path (needed for attention weights) adds the ALiBi "
+            "term twice (once before the 1/sqrt(h) scaling, once through the mask): it "
+            "applies slope 2 m/sqrt(h), unlike its SDPA path and the original code; "
+            "--measure checks the prior the eager path applies (eager_prior)"])
+
+
+def _slopes(cfg: dict[str, Any], mt: str, nh: int) -> _Slopes:
+    if mt == "mpt":
+        out = _mpt(cfg, nh)
+    elif mt in FALCON:
+        out = _falcon(cfg, nh)
+    elif mt == "bloom":
+        out = _Slopes([float(m) for m in bloom_slopes(nh)], None,
+                      "fl32(fl32(2^(-8/P))^k) (BLOOM, float32)", notes=[
+                          "BLOOM adds the bias unscaled (baddbmm with beta = 1) to q.k/sqrt(h)"])
+    else:
+        return _Slopes(alibi_slopes(nh), None, "2^(-8h/H), Press et al. reference set (float64)",
+                       notes=[f"{mt}: the config says ALiBi; the reference slopes 2^(-8h/H) and "
+                              "an unscaled bias are assumed (check the model's code)"])
+    out.notes.append(
+        "slopes are the model's float32 numbers (each operation correctly rounded); torch's "
+        "vectorised pow may give the neighbouring float32 for some heads (relative 2^-24, "
+        "moving D_l(W) by at most W m 2^-24 relative)")
+    return out
 
 
 def alibi_priors(cfg: dict[str, Any], mt: str, nl: int, nh: int) -> ModelPriors:
     """One ``ALiBi`` prior per head, shared by every layer (module docstring)."""
-    notes: list[str] = []
-    measured: list[float] | None = None
-    scale = 1.0
-    mechanism = "alibi"
-    rounding = None
-    if mt == "mpt":
-        slopes, hf, notes, mechanism = _mpt(cfg, nh)
-        formula = "fl32(1/fl32(2^(k b/P))), P = 2^ceil(log2 H), even k first (MPT)"
-        if slopes is None or slopes != hf:
-            measured = hf
-    elif mt in FALCON:
-        head_dim = head_count(cfg, ("hidden_size", "n_embd"), "hidden size") // nh
-        scale = 1.0 / math.sqrt(head_dim)
-        slopes = [float(s) * scale for s in bfloat16_round(bloom_slopes(nh))]
-        formula = "bf16(BLOOM's float32 slope) / sqrt(head_dim) (Falcon)"
-        rounding = "bfloat16: each entry m * j of the alibi tensor is rounded to bfloat16"
-        measured = [2.0 * m for m in slopes]
-        notes.append(
-            "Falcon: the float32 slopes are rounded to bfloat16 and the bias is divided by "
-            f"sqrt(head_dim) = sqrt({head_dim}); each entry m*j (key position j) is itself "
-            "rounded to bfloat16, an error up to 2^-9 m j that does not depend on the "
-            "distance alone (the measured check absorbs it in the content spread)")
-        notes.append(
-            "transformers' eager Falcon path (needed for attention weights) adds the ALiBi "
-            "term twice (once before the 1/sqrt(h) scaling, once through the mask): it "
-            "applies slope 2 m/sqrt(h), unlike its SDPA path and the original code; "
-            "--measure checks the prior the eager path applies (eager_prior)")
-    elif mt == "bloom":
-        slopes = [float(m) for m in bloom_slopes(nh)]
-        formula = "fl32(fl32(2^(-8/P))^k) (BLOOM, float32)"
-        notes.append("BLOOM adds the bias unscaled (baddbmm with beta = 1) to q.k/sqrt(h)")
-    else:
-        slopes = alibi_slopes(nh)
-        formula = "2^(-8h/H), Press et al. reference set (float64)"
-        notes.append(f"{mt}: the config says ALiBi; the reference slopes 2^(-8h/H) and an "
-                     "unscaled bias are assumed (check the model's code)")
+    sl = _slopes(cfg, mt, nh)
     dtype = string(cfg, "torch_dtype", None) or string(cfg, "dtype", "float32")
-    if rounding is None and dtype in ("bfloat16", "float16"):
-        rounding = f"{dtype}: the alibi tensor m * j is cast to the model dtype"
-    if mt in ("bloom", "mpt") or mt in FALCON:
-        notes.append(
-            "slopes are the model's float32 numbers (each operation correctly rounded); "
-            "torch's vectorised pow may give the neighbouring float32 for some heads "
-            "(relative 2^-24, moving D_l(W) by at most W m 2^-24 relative)")
+    if sl.rounding is None and dtype in ("bfloat16", "float16"):
+        sl.rounding = f"{dtype}: the alibi tensor m * j is cast to the model dtype"
     heads = []
     for h in range(nh):
-        params: dict[str, Any] = {"slope_formula": formula, "heads": nh}
-        if slopes is None:  # MPT without ALiBi in MosaicML's code: a uniform prior
-            enc, cls, mech = NoPE(), uniform_class(mechanism), mechanism
+        params: dict[str, Any] = {"slope_formula": sl.formula, "heads": nh}
+        if sl.own is None:  # MPT without ALiBi in MosaicML's code: a uniform prior
+            enc, cls, mech = NoPE(), uniform_class(sl.mechanism), sl.mechanism
         else:
-            params["slope"] = slopes[h]
-            enc = ALiBi(slope=slopes[h])
+            params["slope"] = sl.own[h]
+            enc = ALiBi(slope=sl.own[h])
             cls, mech = enc.classify(), "alibi"
         if mt in FALCON:
-            params["slope_bf16"] = slopes[h] / scale
-            params["scale"] = scale
-        if rounding:
-            params["rounding"] = rounding
-        eager = None if measured is None else ALiBi(measured[h])
+            params["slope_bf16"] = sl.own[h] / sl.scale
+            params["scale"] = sl.scale
+        if sl.rounding:
+            params["rounding"] = sl.rounding
+        eager = None if sl.eager is None else ALiBi(sl.eager[h])
         heads.append(HeadPrior(None, h, mech, params, enc, cls, measured_encoding=eager))
-    notes.insert(0, f"ALiBi slopes shared by all {nl} layers (layers = all)")
-    return ModelPriors(mt, "alibi" if mechanism == "alibi" else mechanism, nl, nh, heads,
-                       notes=notes)
+    notes = [f"ALiBi slopes shared by all {nl} layers (layers = all)", *sl.notes]
+    return ModelPriors(mt, sl.mechanism, nl, nh, heads, notes=notes)

@@ -117,53 +117,30 @@ def _entry(layer: Layer, mechanism: str, params: dict[str, Any],
                      temperature=temperature)
 
 
-def bounded_priors(cfg: dict[str, Any], mt: str, mechanism: str, nl: int,
-                   nh: int) -> ModelPriors:
-    """The per-layer priors of a rotary / absolute / position-free family."""
-    max_pos = next((cfg[k] for k in ("max_position_embeddings", "n_positions", "max_seq_len",
-                                     "n_ctx", "seq_length") if cfg.get(k) is not None), None)
-    layers, how = layer_plan(cfg, mt, nl)
+def _params(cfg: dict[str, Any], mechanism: str, layer: Layer, rp: dict[str, Any],
+            max_pos: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"max_position_embeddings": max_pos}
+    if mechanism == "rotary" and layer.rope:
+        theta = _rope_theta(cfg, rp)
+        params["rope_theta"] = theta if theta is not None else "not in the config"
+        frac = cfg.get("partial_rotary_factor", cfg.get("rotary_pct",
+                                                        rp.get("partial_rotary_factor")))
+        if frac is not None:
+            params["partial_rotary_factor"] = frac
+        if cfg.get("rotary_dim") is not None:
+            params["rotary_dim"] = cfg["rotary_dim"]
+        if rp:
+            params["rope_parameters"] = rp
+    elif mechanism == "rotary":
+        params["rope"] = "none (a NoPE layer)"
+    return params
+
+
+def _temperature_notes(temps: list[Temperature]) -> list[str]:
     notes = []
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    spec: dict[tuple[Any, ...], tuple[Layer, dict[str, Any], Temperature | None]] = {}
-    for i, layer in enumerate(layers):
-        rp = rope_dict(cfg, _LAYER_TYPE.get(layer.kind))
-        params: dict[str, Any] = {"max_position_embeddings": max_pos}
-        if mechanism == "rotary" and layer.rope:
-            theta = _rope_theta(cfg, rp)
-            params["rope_theta"] = theta if theta is not None else "not in the config"
-            frac = cfg.get("partial_rotary_factor", cfg.get("rotary_pct",
-                                                            rp.get("partial_rotary_factor")))
-            if frac is not None:
-                params["partial_rotary_factor"] = frac
-            if cfg.get("rotary_dim") is not None:
-                params["rotary_dim"] = cfg["rotary_dim"]
-            if rp:
-                params["rope_parameters"] = rp
-        elif mechanism == "rotary":
-            params["rope"] = "none (a NoPE layer)"
-        temp = _temperature(cfg, mt, layer, rp)
-        key = (layer, repr(sorted(params.items(), key=str)), temp)
-        groups.setdefault(key, []).append(i)
-        spec[key] = (layer, params, temp)
-    entries = []
-    for key, members in groups.items():
-        layer, params, temp = spec[key]
-        shared = None if len(groups) == 1 else tuple(members)
-        entries.append(_entry(layer, mechanism, params, temp, shared))
-    why = uniform_class(mechanism).evidence["why"]
-    notes.append(f"{mechanism}: {why}")
-    if mechanism == "absolute" and max_pos is not None:
-        notes.append(f"learned/sinusoidal absolute positions end at {max_pos}: the model "
-                     "cannot run longer sequences; masses beyond are the uniform prior's "
-                     "continuation")
-    if how:
-        notes.append(f"masked layers: {how}")
-    temps = {str(t.to_dict()["factors"]): t for *_, t in spec.values() if t is not None}
-    for t in temps.values():
+    for t in {str(t.to_dict()["factors"]): t for t in temps}.values():
+        notes += [f"logit temperature: {f.source}; tau(l) = {f.formula()}" for f in t.factors]
         b_star = t.critical_bound()
-        for f in t.factors:
-            notes.append(f"logit temperature: {f.source}; tau(l) = {f.formula()}")
         if b_star is not None:
             notes.append(
                 f"with tau(l) = {t.formula()} (growing like ln l) the head dilutes for "
@@ -172,6 +149,21 @@ def bounded_priors(cfg: dict[str, Any], mt: str, mechanism: str, nl: int,
         else:
             notes.append("brackets use tau B (a constant temperature leaves the class and "
                          "the B = 0 masses unchanged)")
+    return notes
+
+
+def _notes(cfg: dict[str, Any], mt: str, mechanism: str, max_pos: Any, how: str,
+           entries: list[HeadPrior]) -> list[str]:
+    """What the output says about the family: why it dilutes, its masks and temperatures,
+    the mechanisms that bound or reshape it."""
+    notes = [f"{mechanism}: {uniform_class(mechanism).evidence['why']}"]
+    if mechanism == "absolute" and max_pos is not None:
+        notes.append(f"learned/sinusoidal absolute positions end at {max_pos}: the model "
+                     "cannot run longer sequences; masses beyond are the uniform prior's "
+                     "continuation")
+    if how:
+        notes.append(f"masked layers: {how}")
+    notes += _temperature_notes([e.temperature for e in entries if e.temperature is not None])
     softcap = number(cfg, "attn_logit_softcapping", None, positive=True)
     if softcap is not None:
         notes.append(f"attn_logit_softcapping = {softcap:g}: every logit lies in "
@@ -184,11 +176,36 @@ def bounded_priors(cfg: dict[str, Any], mt: str, mechanism: str, nl: int,
     if mt == "qwen" and boolean(cfg, "use_logn_attn", True):
         notes.append("Qwen (original code, not in transformers): its logn table covers "
                      "l < 32768")
-    if rope_dict(cfg).get("rope_type", rope_dict(cfg).get("type")) == "dynamic":
+    rp = rope_dict(cfg)
+    if rp.get("rope_type", rp.get("type")) == "dynamic":
         notes.append("dynamic rope scaling changes the rotary frequencies with l: still a "
                      "bounded change of the scores")
-    if any(e.refusal for e in entries):
-        notes.append("refused layers have no prior: " + "; ".join(
-            sorted({e.refusal for e in entries if e.refusal})))
-    return ModelPriors(mt, mechanism, nl, nh, entries, notes=notes)
+    refused = sorted({e.refusal for e in entries if e.refusal})
+    if refused:
+        notes.append("refused layers have no prior: " + "; ".join(refused))
+    return notes
 
+
+def bounded_priors(cfg: dict[str, Any], mt: str, mechanism: str, nl: int,
+                   nh: int) -> ModelPriors:
+    """The per-layer priors of a rotary / absolute / position-free family: layers with the
+    same mask, parameters and temperature form one entry."""
+    max_pos = next((cfg[k] for k in ("max_position_embeddings", "n_positions", "max_seq_len",
+                                     "n_ctx", "seq_length") if cfg.get(k) is not None), None)
+    layers, how = layer_plan(cfg, mt, nl)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    spec: dict[tuple[Any, ...], tuple[Layer, dict[str, Any], Temperature | None]] = {}
+    for i, layer in enumerate(layers):
+        rp = rope_dict(cfg, _LAYER_TYPE.get(layer.kind))
+        params = _params(cfg, mechanism, layer, rp, max_pos)
+        temp = _temperature(cfg, mt, layer, rp)
+        key = (layer, repr(sorted(params.items(), key=str)), temp)
+        groups.setdefault(key, []).append(i)
+        spec[key] = (layer, params, temp)
+    entries = []
+    for key, members in groups.items():
+        layer, params, temp = spec[key]
+        shared = None if len(groups) == 1 else tuple(members)
+        entries.append(_entry(layer, mechanism, params, temp, shared))
+    notes = _notes(cfg, mt, mechanism, max_pos, how, entries)
+    return ModelPriors(mt, mechanism, nl, nh, entries, notes=notes)

@@ -262,68 +262,89 @@ def check_layer(a: Any, priors: list[RowPrior], window: int, *, rtol: float = RT
     return _totals(a, priors, acc, window, rtol)
 
 
-def _totals(a: np.ndarray, priors: list[RowPrior], acc: _Rows, window: int,
-            rtol: float) -> list[dict[str, Any]]:
-    nh, n = acc.win.shape
-    rows = np.arange(window - 1, n)
+def _zero_classes(a: np.ndarray, priors: list[RowPrior], acc: _Rows,
+                  rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(masked_by_model, underflow)``, each ``H x len(rows)``: rows with a zero weight on a
+    key the prior allows, in every head of the layer or in some."""
+    nh = acc.win.shape[0]
     zero = (acc.umin[:, rows] <= 0) | np.isnan(acc.umin[:, rows])
-    masked_by_model = np.zeros((nh, len(rows)), dtype=bool)
-    underflow = np.zeros((nh, len(rows)), dtype=bool)
+    masked = np.zeros((nh, len(rows)), dtype=bool)
+    under = np.zeros((nh, len(rows)), dtype=bool)
     for k in np.flatnonzero(zero.any(0)):
-        r = int(rows[k])
         heads = [h for h in range(nh) if zero[h, k]]
-        m, u = _zero_rows(a, r, priors[heads[0]], heads)
-        masked_by_model[list(m), k] = True
-        underflow[list(u), k] = True
-    out = []
-    first = a[:, :, 0].astype(np.float64).mean(-1)
-    for h in range(nh):
-        p = priors[h]
-        win, dist = acc.win[h, rows], acc.dist[h, rows]
-        total = win + dist
-        attends_masked = acc.outside[h, rows] > 0
-        trivial = ~np.isfinite(p.log_t[rows])
-        bad = masked_by_model[h] | underflow[h] | attends_masked | (total <= 0)
-        ok = ~bad & ~trivial
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            m_meas = win / total
-            d_meas = dist / total
-            spread = (np.log(acc.umax[h, rows]) - np.log(acc.umin[h, rows])) / 2
-            x = p.log_t[rows] - p.log_sw[rows]
-            m_lo = 1.0 / (1.0 + np.exp(np.minimum(2 * spread + x, 700.0)))
-            m_hi = 1.0 / (1.0 + np.exp(np.minimum(x - 2 * spread, 700.0)))
-            d_lo = 1.0 / (1.0 + np.exp(np.minimum(-x + 2 * spread, 700.0)))
-            d_hi = 1.0 / (1.0 + np.exp(np.minimum(-x - 2 * spread, 700.0)))
+        m, u = _zero_rows(a, int(rows[k]), priors[heads[0]], heads)
+        masked[list(m), k] = True
+        under[list(u), k] = True
+    return masked, under
+
+
+def _bracket(p: RowPrior, acc: _Rows, h: int, rows: np.ndarray,
+             rtol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the content spread, whether ``M`` and ``D`` lie in Theorem 3's bracket, and
+    the smaller relative slack of the two."""
+    win, dist = acc.win[h, rows], acc.dist[h, rows]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        m_meas, d_meas = win / (win + dist), dist / (win + dist)
+        spread = (np.log(acc.umax[h, rows]) - np.log(acc.umin[h, rows])) / 2
+        x = p.log_t[rows] - p.log_sw[rows]  # ln(T / S_W)
+        m_lo = 1.0 / (1.0 + np.exp(np.minimum(2 * spread + x, 700.0)))
+        m_hi = 1.0 / (1.0 + np.exp(np.minimum(x - 2 * spread, 700.0)))
+        d_lo = 1.0 / (1.0 + np.exp(np.minimum(-x + 2 * spread, 700.0)))
+        d_hi = 1.0 / (1.0 + np.exp(np.minimum(-x - 2 * spread, 700.0)))
         inside = ((m_meas >= m_lo * (1 - rtol)) & (m_meas <= m_hi * (1 + rtol))
                   & (d_meas >= d_lo * (1 - rtol)) & (d_meas <= d_hi * (1 + rtol)))
         slack = np.minimum(np.minimum(m_meas - m_lo, m_hi - m_meas) / np.maximum(m_meas, 1e-300),
                            np.minimum(d_meas - d_lo, d_hi - d_meas) / np.maximum(d_meas, 1e-300))
-        last = n - 1
+    return spread, inside, slack
+
+
+def _last_row(a: np.ndarray, p: RowPrior, acc: _Rows, h: int) -> dict[str, Any]:
+    """The last row's masses beside the prior's, its entropy, and the spread the content
+    would need to move the prior's masses to the measured ones."""
+    last = a.shape[-1] - 1
+    row = a[h, last, last - int(p.span[last]) + 1:last + 1].astype(np.float64)
+    nz = row[row > 0]
+    w, d = acc.win[h, last], acc.dist[h, last]
+    needed = None
+    if w > 0 and d > 0 and np.isfinite(p.log_t[last]):
+        needed = abs((math.log(w) - math.log(d)) - (p.log_sw[last] - p.log_t[last])) / 2
+    return {
+        "measured_window_mass": float(w / (w + d)),
+        "measured_distant_mass": float(d / (w + d)),
+        "prior_window_mass": float(1.0 / (1.0 + np.exp(p.log_t[last] - p.log_sw[last]))),
+        "prior_distant_mass": float(1.0 / (1.0 + np.exp(p.log_sw[last] - p.log_t[last]))),
+        "content_needed": needed,
+        "entropy": float(-(nz * np.log(nz)).sum() / row.sum() + np.log(row.sum())),
+        "entropy_uniform": math.log(int(p.span[last])),
+    }
+
+
+def _totals(a: np.ndarray, priors: list[RowPrior], acc: _Rows, window: int,
+            rtol: float) -> list[dict[str, Any]]:
+    nh, n = acc.win.shape
+    rows = np.arange(window - 1, n)
+    masked, under = _zero_classes(a, priors, acc, rows)
+    first = a[:, :, 0].astype(np.float64).mean(-1)
+    out = []
+    for h in range(nh):
+        p = priors[h]
+        attends_masked = acc.outside[h, rows] > 0
+        trivial = ~np.isfinite(p.log_t[rows])
+        bad = masked[h] | under[h] | attends_masked | (acc.win[h, rows] + acc.dist[h, rows] <= 0)
+        ok = ~bad & ~trivial
+        spread, inside, slack = _bracket(p, acc, h, rows, rtol)
         sp = spread[ok]
-        row = a[h, last, last - int(p.span[last]) + 1:last + 1].astype(np.float64)
-        nz = row[row > 0]
-        entropy = float(-(nz * np.log(nz)).sum() / row.sum() + np.log(row.sum()))
-        w_last, d_last = acc.win[h, last], acc.dist[h, last]
-        far = None
-        if w_last > 0 and d_last > 0 and np.isfinite(p.log_t[last]):
-            far = abs((math.log(w_last) - math.log(d_last)) - (p.log_sw[last] - p.log_t[last])) / 2
         out.append({
-            "measured_window_mass": float(w_last / (w_last + d_last)),
-            "measured_distant_mass": float(d_last / (w_last + d_last)),
-            "prior_window_mass": float(1.0 / (1.0 + np.exp(p.log_t[last] - p.log_sw[last]))),
-            "prior_distant_mass": float(1.0 / (1.0 + np.exp(p.log_sw[last] - p.log_t[last]))),
+            **_last_row(a, p, acc, h),
             "spread_max": float(sp.max()) if sp.size else None,
             "spread_median": float(np.median(sp)) if sp.size else None,
             "rows_checked": int(ok.sum()),
             "rows_outside": int((ok & ~inside).sum()),
             "rows_trivial": int((trivial & ~bad).sum()),
-            "rows_underflow": int(underflow[h].sum()),
-            "rows_masked_by_model": int(masked_by_model[h].sum()),
+            "rows_underflow": int(under[h].sum()),
+            "rows_masked_by_model": int(masked[h].sum()),
             "rows_attending_masked": int(attends_masked.sum()),
             "min_relative_slack": float(slack[ok].min()) if ok.any() else None,
-            "content_needed": far,
-            "entropy": entropy,
-            "entropy_uniform": math.log(int(p.span[last])),
             "first_token_weight": float(first[h]),
             "sink": bool(first[h] > SINK_THRESHOLD),
             "prior_sum_error": p.sum_error,

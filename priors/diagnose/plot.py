@@ -105,7 +105,7 @@ def draw(diag: Any, file: str, *, log_scale: bool = False, points: int = 48) -> 
     panels = _panels(curves)
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(7 * cols, 4.5 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(9 * cols, 4.5 * rows), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (title, cs) in zip(axes.flat, panels.items(), strict=False):
         for i, c in enumerate(cs):
@@ -122,12 +122,14 @@ def draw(diag: Any, file: str, *, log_scale: bool = False, points: int = 48) -> 
         ax.set_xscale("log")
         if log_scale:
             ax.set_yscale("log")
+            ax.set_ylim(top=2.0)
         else:
             ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("query length l")
         ax.set_ylabel(f"D_l(W), W = {diag.window}")
         ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=6, ncol=max(1, -(-len(cs) // 20)), loc="best")
+        ax.legend(fontsize=6, ncol=max(1, -(-len(cs) // 20)), loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     m = diag.model

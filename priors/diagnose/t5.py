@@ -216,6 +216,32 @@ def _build(tables: dict[int, Any], stack: str, nbk: int, md: int, nh: int,
     return out
 
 
+def _notes(nb: int, md: int, encoder_kind: str,
+           local: int | None) -> tuple[list[str], str | None]:
+    """The notes on the decoder's and the encoder's buckets, and why encoder heads are left
+    out (``None`` when they are not)."""
+    notes = [
+        "decoder self-attention (causal): bias table_h[bucket(d)], unidirectional buckets "
+        f"(num_buckets = {nb}, max_distance = {md}) in float32 as the models compute them; "
+        "T5 adds it to unscaled q.k",
+    ]
+    if encoder_kind == "local" and local is not None:
+        notes.append(f"LongT5 encoder: local attention, each query sees keys within "
+                     f"local_radius = {local}; its last row is the past half of the buckets "
+                     f"cut to {local + 1} keys (encoder_heads)")
+        return notes, None
+    if encoder_kind == "full":
+        notes.append(
+            "encoder (bidirectional): its last query row sees only earlier keys, through the "
+            f"past half of the bidirectional buckets (num_buckets/2 = {nb // 2}): reported in "
+            "encoder_heads as that causal row; the other rows also see later keys, and both "
+            "directions have a constant tail, so every encoder row dilutes too")
+        return notes, None
+    why = (f"LongT5 encoder_attention_type {encoder_kind!r}: block-summary (global) keys with "
+           "their own side bias are not modelled, so the encoder heads are left out")
+    return [*notes, why], why
+
+
 def t5_priors(ckpt: Checkpoint, cfg: dict[str, Any], mt: str, nl: int,
               nh: int) -> ModelPriors:
     """Decoder heads from the decoder's tables, encoder heads from the encoder's last row
@@ -226,31 +252,11 @@ def t5_priors(ckpt: Checkpoint, cfg: dict[str, Any], mt: str, nl: int,
         raise ValueError(f"config: relative_attention_max_distance must exceed "
                          f"num_buckets // 2 = {nb // 2}, got {md}")
     dec_layers = integer(cfg, "num_decoder_layers", nl, minimum=1)
-    notes = [
-        "decoder self-attention (causal): bias table_h[bucket(d)], unidirectional buckets "
-        f"(num_buckets = {nb}, max_distance = {md}) in float32 as the models compute them; "
-        "T5 adds it to unscaled q.k",
-    ]
     encoder_kind, local = "full", None
     if mt == "longt5":
         encoder_kind = string(cfg, "encoder_attention_type", "local")
         local = integer(cfg, "local_radius", 127, minimum=0)
-    if encoder_kind == "local" and local is not None:
-        notes.append(f"LongT5 encoder: local attention, each query sees keys within "
-                     f"local_radius = {local}; its last row is the past half of the buckets "
-                     f"cut to {local + 1} keys (encoder_heads)")
-    elif encoder_kind == "full":
-        notes.append(
-            "encoder (bidirectional): its last query row sees only earlier keys, through the "
-            f"past half of the bidirectional buckets (num_buckets/2 = {nb // 2}): reported in "
-            "encoder_heads as that causal row; the other rows also see later keys, and both "
-            "directions have a constant tail, so every encoder row dilutes too")
-    encoder_note = None
-    if encoder_kind not in ("full", "local"):
-        encoder_note = (f"LongT5 encoder_attention_type {encoder_kind!r}: block-summary "
-                        "(global) keys with their own side bias are not modelled, so the "
-                        "encoder heads are left out")
-        notes.append(encoder_note)
+    notes, encoder_note = _notes(nb, md, encoder_kind, local)
     if not ckpt.has_weights:
         notes.append(
             "no weights: the learned tables are unknown, so no masses; the class holds for "
