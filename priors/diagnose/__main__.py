@@ -13,12 +13,22 @@ prior); an inconclusive check (no row could be checked) is printed as such, stat
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 
-from priors.cli import Parser, UsageError, argtype, count, emit, progress, real, run
+from priors.cli import (
+    Parser,
+    UsageError,
+    argtype,
+    atomic_output,
+    check_output_file,
+    count,
+    emit,
+    progress,
+    read_text,
+    real,
+    run,
+)
 from priors.diagnose import INSTALL_HINT
 
 __all__ = ["main"]
@@ -77,21 +87,24 @@ def _parser() -> Parser:
     return p
 
 
-def _write_plot(diag: object, file: str, *, log: bool) -> None:
+def _plot_suffixes() -> tuple[str, ...]:
+    """The file endings matplotlib's Agg canvas can write (``.png``, ``.pdf``, ``.svg``...)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    return tuple(f".{k}" for k in FigureCanvasAgg(Figure()).get_supported_filetypes())
+
+
+def _write_plot(diag: object, file: str, *, log: bool, suffixes: tuple[str, ...]) -> None:
+    """Draw into ``file`` through a temporary file renamed over it (``atomic_output``:
+    only a regular file is ever replaced)."""
     from priors.diagnose.plot import draw
 
-    directory = os.path.dirname(os.path.abspath(file)) or "."
-    if not os.path.isdir(directory):
-        raise ValueError(f"--plot: directory {directory!r} does not exist")
-    suffix = os.path.splitext(file)[1] or ".png"
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=suffix)
-    os.close(fd)
-    try:
-        draw(diag, tmp, log_scale=log)
-        os.replace(tmp, file)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_output(file, "--plot", suffixes=suffixes) as tmp:
+        draw(diag, str(tmp), log_scale=log)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -111,13 +124,14 @@ def _main(argv: Sequence[str] | None) -> int:
             import transformers  # noqa: F401
         except ImportError as exc:
             raise ValueError(f"--measure needs torch and transformers ({INSTALL_HINT})") from exc
-    if args.plot is not None:
-        if not args.plot:
-            raise ValueError("--plot: empty file name")
+    suffixes: tuple[str, ...] = ()
+    if args.plot is not None:  # checked before any work: the output and matplotlib
         try:
-            import matplotlib  # noqa: F401  (checked before any work)
+            suffixes = _plot_suffixes()
         except ImportError as exc:
             raise ValueError(f"--plot needs matplotlib ({INSTALL_HINT})") from exc
+        check_output_file(args.plot, "--plot", suffixes=suffixes)
+    text = None if args.text is None else read_text(args.text, "--text")
     from priors.diagnose import diagnose
 
     diag = diagnose(
@@ -134,11 +148,12 @@ def _main(argv: Sequence[str] | None) -> int:
 
         diag.measurement = measure(
             args.path, diag.model, args.measure_length, diag.window,
-            text=args.text, seed=args.seed, progress=lambda line: progress(PROG, line),
+            text=text, text_name=args.text, seed=args.seed,
+            progress=lambda line: progress(PROG, line),
         )
     text = diag.to_json(indent=2) if args.json else diag.to_text(digits)
     if args.plot is not None:
-        _write_plot(diag, args.plot, log=args.plot_log)
+        _write_plot(diag, args.plot, log=args.plot_log, suffixes=suffixes)
     emit(text)
     return 1 if diag.measurement is not None and diag.measurement.verdict == "fail" else 0
 

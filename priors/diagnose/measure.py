@@ -73,20 +73,16 @@ def _load(path: str, is_t5: bool) -> Any:
     return model.eval()
 
 
-def _tokens(path: str, n: int, text: str | None, seed: int, vocab: int) -> tuple[Any, str]:
+def _tokens(path: str, n: int, text: str | None, text_name: str, seed: int,
+            vocab: int) -> tuple[Any, str]:
+    """``1 x n`` token ids: seeded random ids, or the first ``n`` tokens of ``text`` (the
+    content of the file ``text_name``) through the checkpoint's tokenizer."""
     import torch
 
     if text is None:
         g = torch.Generator().manual_seed(seed)
         return torch.randint(0, vocab, (1, n), generator=g), f"random ids, seed {seed}"
-    from priors.cli import read_text
-
-    content = read_text(text, "--text")
-    if not any(os.path.isfile(os.path.join(path, f)) for f in _TOKENIZER_FILES):
-        names = ", ".join(_TOKENIZER_FILES[:4])
-        raise ValueError(f"--text: {path!r} has no tokenizer files ({names}, ...): --text "
-                         "needs the checkpoint's own tokenizer (without --text, --measure "
-                         "uses random token ids)")
+    content = text
     import transformers
 
     with _quiet_transformers(transformers):
@@ -99,8 +95,17 @@ def _tokens(path: str, n: int, text: str | None, seed: int, vocab: int) -> tuple
         raise ValueError(f"--text: the tokenizer in {path!r} turned {len(content)} characters "
                          "into 0 tokens: it is not a working tokenizer for this text")
     if len(ids) < n:
-        raise ValueError(f"--text: {text!r} has {len(ids)} tokens, the length {n} needs more")
-    return torch.tensor([ids[:n]]), f"text {os.path.basename(text)} through the tokenizer"
+        raise ValueError(f"--text: {text_name!r} has {len(ids)} tokens, the length {n} needs "
+                         "more")
+    return torch.tensor([ids[:n]]), f"text {os.path.basename(text_name)} through the tokenizer"
+
+
+def _check_tokenizer_files(path: str) -> None:
+    if not any(os.path.isfile(os.path.join(path, f)) for f in _TOKENIZER_FILES):
+        names = ", ".join(_TOKENIZER_FILES[:4])
+        raise ValueError(f"--text: {path!r} has no tokenizer files ({names}, ...): --text "
+                         "needs the checkpoint's own tokenizer (without --text, --measure "
+                         "uses random token ids)")
 
 
 def _attention_modules(model: Any, is_t5: bool) -> list[tuple[int, Any]]:
@@ -196,16 +201,21 @@ def measure(
     window: int,
     *,
     text: str | None = None,
+    text_name: str = "text",
     seed: int = 0,
     threads: int = 2,
     progress: Callable[[str], None] | None = None,
 ) -> Measurement:
-    """Run the checkpoint at each length and check every head (see the module docstring);
+    """Run the checkpoint at each length and check every head (see the module docstring).
+
+    ``text``: the content to tokenize (``text_name`` its file) instead of random ids;
     ``progress`` receives one line per layer checked, ``threads`` splits each layer's heads
     (``priors.diagnose.checks.check_layer``)."""
     if min(lengths) < window:
         raise ValueError(f"--measure-length must be >= window = {window}")
     is_t5 = model_priors.model_type in T5_FAMILIES
+    if text is not None and os.path.isdir(path):
+        _check_tokenizer_files(path)
     model = _load(path, is_t5)
     cfg = model.config
     max_pos = next((getattr(cfg, k) for k in ("max_position_embeddings", "n_positions",
@@ -217,7 +227,7 @@ def measure(
     out = Measurement(window, sorted(lengths), "")
     cache: dict[Any, RowPrior] = {}
     for n in sorted(lengths):
-        ids, out.source = _tokens(path, n, text, seed, int(cfg.vocab_size))
+        ids, out.source = _tokens(path, n, text, text_name, seed, int(cfg.vocab_size))
         t0 = time.perf_counter()
 
         def check(layer: int, weights: Any, n: int = n, t0: float = t0) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 
 import mpmath
@@ -266,3 +267,30 @@ def test_temperature_scales_the_bound_in_each_bracket(tmp_path):
         math.log(1024) / 2)
     text = json.dumps(r.to_dict())
     assert "NaN" not in text and "Infinity" not in text
+
+
+def test_plot_output_path_policy(tmp_path, capsys):
+    """--plot is checked before any work: a device, a FIFO, a directory, a dangling link,
+    a missing directory or a suffix matplotlib cannot write is one line, exit 2, and left
+    as it was; a regular file (or the file a link points to) is replaced atomically."""
+    pytest.importorskip("matplotlib")
+    bloom = _cfg(tmp_path, {"model_type": "bloom", "n_layer": 2, "n_head": 4})
+    args = [bloom, "--window", "8", "--length", "64"]
+    fifo = tmp_path / "fifo.png"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "dangling.png"
+    dangling.symlink_to(tmp_path / "nowhere.png")
+    folder = tmp_path / "folder.png"
+    folder.mkdir()
+    for bad in ("/dev/null", str(fifo), str(dangling), str(folder),
+                str(tmp_path / "missing" / "p.png"), str(tmp_path / "p.xyz"), ""):
+        assert "--plot" in _bad([*args, "--plot", bad], capsys)
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    assert fifo.is_fifo() and dangling.is_symlink() and folder.is_dir()
+    target = tmp_path / "target.png"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.png"
+    link.symlink_to(target)
+    assert main([*args, "--plot", str(link)]) == 0
+    assert link.is_symlink() and target.read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
