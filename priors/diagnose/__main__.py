@@ -148,13 +148,13 @@ def _main(argv: Sequence[str] | None) -> int:
 
         diag.measurement = measure(
             args.path, diag.model, args.measure_length, diag.window,
-            text=text, text_name=args.text, seed=args.seed,
+            text=text, text_name=args.text or "", seed=args.seed,
             progress=lambda line: progress(PROG, line),
         )
-    text = diag.to_json(indent=2) if args.json else diag.to_text(digits)
+    report = diag.to_json(indent=2) if args.json else diag.to_text(digits)
     if args.plot is not None:
         _write_plot(diag, args.plot, log=args.plot_log, suffixes=suffixes)
-    emit(text)
+    emit(report)
     return 1 if diag.measurement is not None and diag.measurement.verdict == "fail" else 0
 
 

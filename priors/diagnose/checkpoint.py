@@ -222,7 +222,8 @@ class Checkpoint:
 
 
 def _inside(directory: str, name: object, index: str) -> str:
-    """The file ``name`` of a weight index, which must lie inside ``directory``."""
+    """The file ``name`` of a weight index, which must be a regular file inside
+    ``directory``."""
     if not isinstance(name, str) or not name or "\x00" in name:
         raise ValueError(f"weight index {index!r} names an invalid file {name!r}")
     root = os.path.realpath(directory)
@@ -230,6 +231,8 @@ def _inside(directory: str, name: object, index: str) -> str:
     if os.path.isabs(name) or os.path.commonpath([root, full]) != root:
         raise ValueError(f"weight index {index!r} names {name!r}, outside the model "
                          "directory: refused")
+    if not os.path.isfile(full):  # missing, or a FIFO or device that must not be read
+        raise ValueError(f"weight index {index!r} names {name!r}, which is not a regular file")
     return os.path.join(directory, name)
 
 

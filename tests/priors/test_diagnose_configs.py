@@ -294,3 +294,12 @@ def test_plot_output_path_policy(tmp_path, capsys):
     assert main([*args, "--plot", str(link)]) == 0
     assert link.is_symlink() and target.read_bytes()[:4] == b"\x89PNG"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_weight_index_naming_a_fifo_is_refused_not_read(tmp_path, capsys):
+    d = tmp_path / "fifo"
+    _cfg(tmp_path, {"model_type": "t5", "num_layers": 2, "num_heads": 2}, "fifo")
+    os.mkfifo(d / "shard.safetensors")  # reading it would block forever
+    (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"w": "shard.safetensors"}}))
+    assert "not a regular file" in _bad([str(d)], capsys)
