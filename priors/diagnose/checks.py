@@ -75,10 +75,9 @@ def _anchors(lo: int, hi: int, count: int = 12) -> list[int]:
     return sorted({int(x) for x in np.geomspace(lo, hi, count)} | {lo, hi})
 
 
-def row_prior(enc: Any, n: int, window: int, tau: float = 1.0) -> RowPrior:
+def row_prior(enc: Any, n: int, window: int) -> RowPrior:
     """The ``RowPrior`` of ``enc`` (``NoPE``/``ALiBi``/``T5``-like, or ``SlidingWindow`` /
-    ``ChunkedWindow`` around one) at length ``n``; ``tau`` multiplies the bias (a logit
-    temperature)."""
+    ``ChunkedWindow`` around one) at length ``n``."""
     from priors.diagnose.windowed import ChunkedWindow, SlidingWindow
 
     rows = np.arange(n)
@@ -88,25 +87,24 @@ def row_prior(enc: Any, n: int, window: int, tau: float = 1.0) -> RowPrior:
         base, span = enc.base, rows % enc.chunk + 1
     else:
         base, span = enc, rows + 1
-    bias = tau * np.asarray(base.bias(np.arange(n, dtype=np.float64)), dtype=np.float64)
+    bias = np.asarray(base.bias(np.arange(n, dtype=np.float64)), dtype=np.float64)
     head = np.logaddexp.accumulate(bias)  # head[m-1] = log sum_{d<m} e^{b(d)}
     tail = np.logaddexp.accumulate(bias[window:]) if n > window else np.empty(0)
     log_sw = head[np.minimum(window, span) - 1]
     log_t = np.full(n, -np.inf)
     has_tail = span > window
     log_t[has_tail] = tail[span[has_tail] - window - 1]
-    err = 0.0
-    if tau == 1.0:  # the exact sums are those of the encoding itself
-        import mpmath
+    import mpmath
 
-        for m in _anchors(1, int(span.max())):
-            for lo, logs in ((0, head), (window, tail)):
-                if m <= lo:
-                    continue
-                exact = base.weight_sum(lo, m, dps=20)
-                if exact > 0:
-                    ours = mpmath.exp(mpmath.mpf(float(logs[m - lo - 1])))
-                    err = max(err, float(abs(ours / exact - 1)))
+    err = 0.0  # the running sums against the encoding's exact ones
+    for m in _anchors(1, int(span.max())):
+        for lo, logs in ((0, head), (window, tail)):
+            if m <= lo:
+                continue
+            exact = base.weight_sum(lo, m, dps=20)
+            if exact > 0:
+                ours = mpmath.exp(mpmath.mpf(float(logs[m - lo - 1])))
+                err = max(err, float(abs(ours / exact - 1)))
     zero = bool(np.all(bias[: int(span.max())] == 0))
     return RowPrior(bias, span, log_sw, log_t, zero, err)
 

@@ -126,6 +126,13 @@ class Measurement:
     def verdict(self) -> str:
         return self.findings()[0]
 
+    @staticmethod
+    def _sinks(heads: list[dict[str, Any]], n: int) -> dict[str, Any]:
+        """The attention-sink rate at length ``n``: sink heads over heads measured."""
+        at = [r for r in heads if r["length"] == n]
+        sinks = sum(1 for r in at if r["sink"])
+        return {"sinks": sinks, "heads": len(at), "rate": sinks / len(at) if at else None}
+
     def to_dict(self) -> dict[str, Any]:
         """The verdict, its reasons, the totals and the per-head numbers; strict JSON
         (non-finite numbers as ``null``)."""
@@ -145,8 +152,7 @@ class Measurement:
             "rows_masked_by_model": self._total("rows_masked_by_model"),
             "rows_attending_masked": self._total("rows_attending_masked"),
             "rtol": RTOL,
-            "sinks": {str(n): sum(1 for r in heads if r["length"] == n and r["sink"])
-                      for n in self.lengths},
+            "sinks": {str(n): self._sinks(heads, n) for n in self.lengths},
             "sink_threshold": SINK_THRESHOLD,
             "precision": "measured masses: float64 sums of the model's float32 weights "
             "(relative error below 1e-6); prior masses: float64 running sums of the prior, "
@@ -192,11 +198,11 @@ class Measurement:
                          "differs from the checkpoint's here; see the notes above)")
         heads = [r for r in self.rows if not r.get("refused")]
         for n in self.lengths:
-            at = [r for r in heads if r["length"] == n]
-            if at:
-                sinks = sum(1 for r in at if r["sink"])
-                lines.append(f"  l = {n}: {sinks} of {len(at)} heads are attention sinks "
-                             f"(mean weight on the first token > {SINK_THRESHOLD:g})")
+            rate = self._sinks(heads, n)
+            if rate["heads"]:
+                lines.append(f"  l = {n}: attention-sink rate {rate['sinks']}/{rate['heads']} "
+                             f"(heads whose mean weight on the first token is above "
+                             f"{SINK_THRESHOLD:g})")
         lines.append(
             f"Theorem 3 bracket for each row's own content spread B_l: verdict {verdict.upper()}"
             f" ({self.rows_checked} rows checked, {self.rows_outside} outside, relative "

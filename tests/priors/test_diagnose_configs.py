@@ -50,7 +50,7 @@ def _bad(argv, capsys) -> str:
 
 
 def test_phi3_sliding_window_is_applied(tmp_path):
-    """The issue's Phi-3-mini-4k numbers: sliding_window = 2047 on every layer, so at
+    """Phi-3-mini-4k's numbers: sliding_window = 2047 on every layer, so at
     l = 4096 with W = 512 the last row sees 2047 keys: D = 1535 / 2047 = 0.7499, not 0.875."""
     d = _cfg(tmp_path, {"model_type": "phi3", "num_hidden_layers": 32,
                         "num_attention_heads": 32, "sliding_window": 2047,

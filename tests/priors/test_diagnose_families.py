@@ -59,7 +59,7 @@ ROTARY = {
     "smollm3": dict(use_sliding_window=True, sliding_window=16, pad_token_id=0),
     "starcoder2": dict(sliding_window=16),
     "exaone4": dict(sliding_window=16, sliding_window_pattern=2),
-    # the issue's Phi-3 repro, window shrunk: sliding_window = 15 on every layer
+    # Phi-3 with its window shrunk: sliding_window = 15 on every layer
     "phi3": dict(sliding_window=15, original_max_position_embeddings=256, pad_token_id=0),
     "phimoe": dict(sliding_window=16, **_MOE),
     "llama4_text": dict(attention_chunk_size=16, num_local_experts=1, intermediate_size_mlp=64,
@@ -264,3 +264,23 @@ def test_float64_buckets_would_fail_the_same_comparison(tmp_path):
         res.prior.encoding.num_buckets, res.prior.encoding.max_distance,
         res.prior.encoding.table))) for res in r.heads]
     assert _worst(att, wrong, n) > 1e-3
+
+
+@pytest.mark.slow
+def test_float32_buckets_equal_transformers_over_a_sweep():
+    """Every distance below 2 max_distance (capped at 4096) of 2,320 (num_buckets,
+    max_distance) pairs: the diagnosis's buckets (float32, boundary distances decided by
+    torch's log) equal transformers' ``_relative_position_bucket``, unidirectional."""
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    from priors.diagnose.t5 import model_buckets
+
+    for nb in range(4, 84, 2):
+        for md in range(nb // 2 + 1, nb // 2 + 401, 7):
+            n = min(2 * md + 8, 4096)
+            theirs = T5Attention._relative_position_bucket(
+                -torch.arange(n)[None, :].expand(2, n), bidirectional=False, num_buckets=nb,
+                max_distance=md)[0].numpy()
+            enc, _ = model_buckets(nb, md, np.arange(nb, dtype=float))
+            ours = enc.bias(np.arange(n, dtype=float)).astype(np.int64)
+            assert np.array_equal(ours, theirs), (nb, md, np.flatnonzero(ours != theirs)[:5])

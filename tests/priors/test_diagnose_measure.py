@@ -192,7 +192,7 @@ transformers = pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def phi3(tmp_path_factory):
-    """The issue's Phi-3 repro, smaller: sliding_window = 31 on every layer."""
+    """A tiny Phi-3 with sliding_window = 31 on every layer."""
     cfg = transformers.Phi3Config(vocab_size=64, hidden_size=32, intermediate_size=64,
                                   num_hidden_layers=2, num_attention_heads=4,
                                   max_position_embeddings=512,
@@ -215,7 +215,7 @@ def test_an_ignored_window_fails_the_measurement(phi3, capsys, monkeypatch):
     # rows l = 9 .. 128 have distant keys inside the window of 31: 120 per head
     assert good.verdict == "pass" and good.rows_checked == 2 * 4 * (128 - 8)
     assert dict(os.environ) == before  # nothing written into the environment
-    # the same model diagnosed as if the window were not there (the old behaviour)
+    # the same model diagnosed as if the window were not there
     blind = replace(r.model, heads=[replace(p, encoding=NoPE()) for p in r.model.heads])
     bad = measure(phi3, blind, [128], 8, progress=None)
     verdict, reasons, _ = bad.findings()
@@ -256,4 +256,5 @@ def test_measure_json_is_strict_and_has_entropy_and_sinks(phi3, capsys):
         assert rec["entropy_uniform"] == pytest.approx(math.log(31), rel=1e-15)
         assert 0 < rec["entropy"] <= math.log(31) + 1e-9
         assert 0 <= rec["first_token_weight"] <= 1
-    assert m["sinks"] == {"64": sum(r["sink"] for r in m["heads"])}
+    sinks = sum(r["sink"] for r in m["heads"])
+    assert m["sinks"] == {"64": {"sinks": sinks, "heads": 8, "rate": sinks / 8}}
