@@ -53,6 +53,13 @@ def _where(rows: list[dict[str, Any]]) -> str:
     return f"layer{'s' if len(layers) > 1 else ''} {shown}"
 
 
+def _beyond(rows: list[dict[str, Any]], key: str,
+            limit: float) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The records whose ``key`` exceeds ``limit``, and the largest of them."""
+    over = [r for r in rows if (r.get(key) or 0) > limit]
+    return over, max(over, key=lambda r: r[key]) if over else None
+
+
 @dataclass
 class Measurement:
     """Per (length, layer, head) measured numbers beside the prior's, and the verdict."""
@@ -91,18 +98,16 @@ class Measurement:
             worst = max(r["prior_sum_error"] for r in sums)
             reasons.append(f"the prior's exact sums disagree with its bias values (relative "
                            f"{worst:.2g} > {SUM_RTOL:g}), {_where(sums)}")
-        far = [r for r in self.rows if (r.get("content_needed") or 0) > FAR_SPREAD]
+        far, worst = _beyond(self.rows, "content_needed", FAR_SPREAD)
         if far:
-            worst = max(far, key=lambda r: r["content_needed"])
             warnings.append(
                 f"measured masses far from the prior in {len(far)} heads ({_where(far)}; "
                 f"worst layer {worst['layer']} head {worst['head']} at l = {worst['length']}: "
                 f"M = {worst['measured_window_mass']:.4g} against {worst['prior_window_mass']:.4g}"
                 f", content spread >= {worst['content_needed']:.3g} needed): is the prior the "
                 "one the model applies?")
-        wild = [r for r in self.rows if (r.get("spread_max") or 0) > IMPLAUSIBLE_SPREAD]
+        wild, worst = _beyond(self.rows, "spread_max", IMPLAUSIBLE_SPREAD)
         if wild:
-            worst = max(wild, key=lambda r: r["spread_max"])
             warnings.append(
                 f"content spread up to {worst['spread_max']:.3g} (layer {worst['layer']} head "
                 f"{worst['head']}): implausible for trained attention (> {IMPLAUSIBLE_SPREAD:g},"

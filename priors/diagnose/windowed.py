@@ -42,6 +42,16 @@ from priors.encodings.base import Encoding
 __all__ = ["ChunkedWindow", "SlidingWindow"]
 
 
+def _check(enc: Encoding, size_name: str) -> None:
+    """A stationary ``base`` and an integer ``size_name >= 1`` (stored as ``int``)."""
+    if not isinstance(enc.base, Encoding) or enc.base.length_dependent:
+        raise ValueError("base must be a stationary Encoding")
+    size = getattr(enc, size_name)
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"{size_name} must be an integer >= 1, got {size!r}")
+    object.__setattr__(enc, size_name, int(size))
+
+
 @dataclass(frozen=True)
 class SlidingWindow(Encoding):
     """``base`` prior on ``d < span``, no mass at ``d >= span`` (a sliding-window mask)."""
@@ -51,12 +61,7 @@ class SlidingWindow(Encoding):
     name = "sliding-window"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.base, Encoding) or self.base.length_dependent:
-            raise ValueError("base must be a stationary Encoding")
-        span = self.span
-        if isinstance(span, bool) or not isinstance(span, (int, np.integer)) or span < 1:
-            raise ValueError(f"span must be an integer >= 1, got {span!r}")
-        object.__setattr__(self, "span", int(span))
+        _check(self, "span")
 
     @property
     def params(self) -> dict:
@@ -98,12 +103,7 @@ class ChunkedWindow(Encoding):
     length_dependent = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.base, Encoding) or self.base.length_dependent:
-            raise ValueError("base must be a stationary Encoding")
-        chunk = self.chunk
-        if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
-            raise ValueError(f"chunk must be an integer >= 1, got {chunk!r}")
-        object.__setattr__(self, "chunk", int(chunk))
+        _check(self, "chunk")
 
     @property
     def params(self) -> dict:
