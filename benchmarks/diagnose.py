@@ -13,7 +13,17 @@ calls after one warm-up):
   a couple of seconds;
 * ``naive``: the same ALiBi masses by direct float64 summation over every distance up to
   ``l`` (feasible only up to ``l = 1e6``) for one head, the cost the O(1) closed forms
-  avoid; ``ratio`` rows give each diagnosis time over the naive time of one head at 1e6.
+  avoid; ``ratio`` rows give each diagnosis time over the naive time of one head at 1e6;
+* ``bracket-check``: ``--measure``'s per-row Theorem 3 check
+  (``priors.diagnose.checks.check_layer``, two threads) on synthetic attention of a
+  32-layer, 32-head model at ``l = 4096`` (``W = 512``, a uniform prior: every row from
+  ``l = W`` on, all heads): one layer's causal softmax of N(0, 1) logits, float32, checked
+  32 times (4 with ``--quick``); one timed pass (a pass is tens of seconds; ``cpu_s`` is the
+  process's CPU time over both threads, a load-independent figure), beside the row-by-row
+  numpy loop of one head (``naive_bracket_check``);
+* ``tiny-measure``: ``python -m priors.diagnose DIR --measure`` on a 2-layer, 4-head Llama
+  (``l = 1024``) in a fresh interpreter, beside ``import torch, transformers`` and the model
+  class in another: the part of ``--measure`` that is not the import.
 
 Run alone with ``python -m benchmarks.diagnose [--quick] [--json]``.
 """
@@ -24,6 +34,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -80,6 +92,89 @@ def naive_alibi_distant(slope: float, window: int, length: int) -> float:
     return float(e[window:].sum() / e.sum())
 
 
+def synthetic_layer(heads: int = 32, n: int = 4096, seed: int = 0) -> np.ndarray:
+    """One layer's causal attention, ``heads x n x n`` float32: the softmax of N(0, 1)
+    logits over the keys ``j <= i`` of each row (2 GiB at the default size)."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros((heads, n, n), dtype=np.float32)
+    for i0 in range(0, n, 256):
+        i1 = min(n, i0 + 256)
+        z = rng.standard_normal((heads, i1 - i0, i1), dtype=np.float32)
+        z[:, np.arange(i1 - i0)[:, None] < np.arange(i1)[None, :] - i0] = -np.inf
+        z -= z.max(-1, keepdims=True)
+        np.exp(z, out=z)
+        out[:, i0:i1, :i1] = z / z.sum(-1, keepdims=True)
+    return out
+
+
+def naive_bracket_check(a: np.ndarray, window: int) -> int:
+    """Theorem 3 on one head's rows by a plain loop (uniform prior): rows outside."""
+    outside = 0
+    for i in range(window, a.shape[-1]):
+        row = a[i, : i + 1].astype(np.float64)
+        s = np.log(row)
+        b = (s.max() - s.min()) / 2
+        m = row[-window:].sum() / row.sum()
+        t_over_s = (i + 1 - window) / window
+        lo, hi = 1 / (1 + np.exp(2 * b) * t_over_s), 1 / (1 + np.exp(-2 * b) * t_over_s)
+        outside += not lo * (1 - 1e-5) <= m <= hi * (1 + 1e-5)
+    return outside
+
+
+def _bracket_check_rows(quick: bool) -> list[dict[str, object]]:
+    from priors.diagnose.checks import check_layer, row_prior
+    from priors.encodings import NoPE
+
+    heads, n, window = 32, 4096, 512
+    layers = 4 if quick else 32
+    a = synthetic_layer(heads, n)
+    prior = row_prior(NoPE(), n, window)
+    check_layer(a[:, :1024, :1024], [row_prior(NoPE(), 1024, window)] * heads, window)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(layers):
+        rows = check_layer(a, [prior] * heads, window)
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
+    assert all(r["rows_outside"] == 0 for r in rows)
+    t_naive = _timed(lambda: naive_bracket_check(a[0], window), 1)
+    out = [_row(f"bracket-check-{layers}x{heads}x{n}", [total], layers=layers, heads=heads,
+                length=n, window=window, per_layer_s=total / layers, cpu_s=cpu),
+           _row("naive-bracket-check-one-head", t_naive, heads=1, length=n)]
+    out.append({"benchmark": "diagnose", "case": "ratio naive one head / vectorised one head",
+                "ratio": statistics.median(t_naive) / (total / layers / heads)})
+    return out
+
+
+def write_tiny_llama(directory: str) -> None:
+    """A 2-layer, 4-head random Llama (transformers' own class), saved to ``directory``."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=4096)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(directory)
+
+
+def _tiny_measure_rows(directory: str, repeats: int) -> list[dict[str, object]]:
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    measure = [sys.executable, "-m", "priors.diagnose", directory, "--window", "8",
+               "--length", "1024", "--measure", "--measure-length", "1024"]
+    imports = [sys.executable, "-c", "import torch, transformers; "
+               "transformers.LlamaForCausalLM"]
+
+    def call(cmd: list[str]) -> None:
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+
+    t_measure = _timed(lambda: call(measure), repeats)
+    t_import = _timed(lambda: call(imports), repeats)
+    return [_row("tiny-measure (2 x 4 heads, l = 1024)", t_measure, heads=8, length=1024),
+            _row("import torch + transformers", t_import),
+            {"benchmark": "diagnose", "case": "ratio tiny-measure / import",
+             "ratio": statistics.median(t_measure) / statistics.median(t_import)}]
+
+
 def run(quick: bool = False) -> list[dict[str, object]]:
     from priors.diagnose import diagnose
 
@@ -103,6 +198,13 @@ def run(quick: bool = False) -> list[dict[str, object]]:
         for case, t in (("alibi-7b", t_alibi), ("t5-base", t_t5)):
             rows.append({"benchmark": "diagnose", "case": f"ratio {case} / naive-one-head-1e6",
                          "ratio": statistics.median(t) / naive})
+        rows += _bracket_check_rows(quick)
+        try:
+            tiny = os.path.join(tmp, "tiny-llama")
+            write_tiny_llama(tiny)
+        except ImportError:
+            return rows  # torch / transformers not installed: no --measure to time
+        rows += _tiny_measure_rows(tiny, 3 if quick else 5)
     return rows
 
 

@@ -9,10 +9,13 @@ exact window/distant masses, and (``--measure``) Theorem 3 checked on the model'
 safetensors or PyTorch format) or a ``config.json`` file. Nothing is downloaded.
 
 Layering (docs/theory.md §5): ``checkpoint`` reads the config and named tensors (numpy and
-safetensors, no torch unless a ``.bin`` must be read), ``families`` maps each family to
-priors of ``priors.encodings``, ``report`` computes the exact numbers with
-``priors.window``, ``measure`` (torch and transformers, imported only for ``--measure``)
-runs the model, ``plot`` draws (matplotlib, imported only for ``--plot``).
+safetensors, no torch unless a ``.bin`` must be read), ``config`` checks each value read;
+``families`` maps each family to priors of ``priors.encodings`` through ``alibi``, ``t5``
+and ``bounded`` (which uses ``layers`` for masked layers and ``scaling`` for logit
+temperatures); ``report`` computes the exact numbers and ``text`` prints them; ``measure``
+(torch and transformers, imported only for ``--measure``) runs the model, ``checks``
+computes the per-row numbers and ``measurement`` explains them; ``plot`` draws
+(matplotlib, imported only for ``--plot``).
 
 >>> import json, os, tempfile
 >>> d = tempfile.mkdtemp()
@@ -30,7 +33,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["diagnose"]
+__all__ = ["INSTALL_HINT", "diagnose"]
+
+#: The install line that gives every option of the command its dependencies (safetensors,
+#: torch, transformers, matplotlib).
+INSTALL_HINT = "pip install 'causal-ot-priors[diagnose]'"
 
 
 def diagnose(path: str, **kwargs: Any) -> Any:
@@ -47,6 +54,7 @@ def diagnose(path: str, **kwargs: Any) -> Any:
     try:
         priors = model_priors(ckpt)
     except (TypeError, AttributeError, KeyError, IndexError) as exc:
-        # a config value of an unexpected type (a list where a dict belongs, ...)
-        raise ValueError(f"config: unexpected value ({type(exc).__name__}: {exc})") from exc
+        # every value is read through priors.diagnose.config; this is the last guard
+        raise ValueError("config: a value has a type the diagnosis cannot read "
+                         f"({type(exc).__name__})") from exc
     return evaluate(str(path), priors, **kwargs)

@@ -8,10 +8,15 @@ sharded or not::
     pytorch_model.bin, pytorch_model.bin.index.json      (needs torch: imported only then)
 
 Only the tensors asked for are read (``Checkpoint.tensor``), by key; ``Checkpoint.keys``
-lists the stored names without reading data. bfloat16 tensors, which numpy has no type
-for, are widened exactly to float32 (a bfloat16 is the top 16 bits of a float32), so every
-stored number reaches the caller unchanged. Every failure is a ``ValueError`` naming the
-file (the command line turns it into one line and exit status 2).
+lists the stored names without reading data, and ``Checkpoint.files_read`` says which
+files had tensor data read. Every safetensors header is checked against its file's size
+(a truncated file is refused before anything is read), and every file a weight index names
+must lie inside the model directory. bfloat16 tensors, which numpy has no type for, are
+widened exactly to float32 (a bfloat16 is the top 16 bits of a float32), so every stored
+number reaches the caller unchanged. A ``config.json`` holding ``NaN`` or ``Infinity``
+(not JSON, though Python's parser reads them) is refused naming the key. Every failure is
+a ``ValueError`` naming the file (the command line turns it into one line and exit
+status 2).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from priors.diagnose.config import nonfinite_paths
 
 __all__ = ["Checkpoint", "load_checkpoint"]
 
@@ -54,13 +61,20 @@ def _read_json(path: str, what: str) -> Any:
     if len(data) > _JSON_LIMIT:
         raise ValueError(f"{what} {path!r} is larger than {_JSON_LIMIT} bytes")
     try:
-        return json.loads(data.decode("utf-8"))
+        value = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{what} {path!r} is not valid JSON: {exc}") from exc
+    bad = nonfinite_paths(value)
+    if bad:
+        raise ValueError(f"{what} {path!r}: {bad[0]} is not a finite number (NaN and "
+                         "Infinity are not JSON)")
+    return value
 
 
 def _safetensors_header(path: str) -> dict[str, Any]:
-    """The JSON header of a safetensors file (8-byte little-endian length, then JSON)."""
+    """The JSON header of a safetensors file (8-byte little-endian length, then JSON),
+    checked against the file: the tensors' byte ranges must cover the data exactly (a
+    truncated or padded file is refused here, before any tensor is read)."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read(8)
@@ -70,13 +84,30 @@ def _safetensors_header(path: str) -> dict[str, Any]:
             if size > 100 * 2**20:
                 raise ValueError(f"{path!r} is not a safetensors file (header of {size} bytes)")
             header = json.loads(fh.read(size))
+            file_size = os.fstat(fh.fileno()).st_size
     except OSError as exc:
         raise ValueError(f"cannot read {path!r}: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{path!r} is not a safetensors file (bad header)") from exc
     if not isinstance(header, dict):
         raise ValueError(f"{path!r} is not a safetensors file (bad header)")
     header.pop("__metadata__", None)
+    end = 0
+    for key, info in header.items():
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1]):
+            raise ValueError(f"{path!r} is not a safetensors file (tensor {key!r} has no "
+                             "valid data_offsets)")
+        end = max(end, offsets[1])
+    data = file_size - 8 - size
+    if data < end:
+        raise ValueError(f"{path!r} is truncated: its header describes {end} bytes of "
+                         f"tensor data, the file holds {max(data, 0)}")
+    if data > end:
+        raise ValueError(f"{path!r} is not a valid safetensors file: {data - end} bytes "
+                         "after the last tensor")
     return header
 
 
@@ -109,6 +140,7 @@ class Checkpoint:
     format: str | None = None
     weight_map: dict[str, str] = field(default_factory=dict)
     pending_bin: str | None = None
+    files_read: set[str] = field(default_factory=set)
     _headers: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _torch_files: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -126,6 +158,7 @@ class Checkpoint:
         """Stored tensor names (loads a single-file ``pytorch_model.bin`` with torch)."""
         if self.pending_bin is not None:
             state = self._torch_state(self.pending_bin)
+            self.files_read.add(self.pending_bin)
             self.weight_map = {k: self.pending_bin for k in state}
             self.pending_bin = None
         return list(self.weight_map)
@@ -136,6 +169,7 @@ class Checkpoint:
         if key not in self.weight_map:
             raise ValueError(f"tensor {key!r} is not in the checkpoint {self.path!r}")
         file = self.weight_map[key]
+        self.files_read.add(file)
         if self.format == "pytorch":
             t = self._torch_state(file).get(key)
             if t is None:
@@ -158,9 +192,10 @@ class Checkpoint:
             with safe_open(file, framework="numpy") as fh:
                 return np.asarray(fh.get_tensor(key))
         except ImportError as exc:
+            from priors.diagnose import INSTALL_HINT
+
             raise ValueError(
-                "reading safetensors weights needs the safetensors package "
-                "(pip install 'causal-ot-priors[hf]')"
+                f"reading safetensors weights needs the safetensors package ({INSTALL_HINT})"
             ) from exc
         except Exception as exc:  # safetensors raises its own error types on broken files
             raise ValueError(f"cannot read tensor {key!r} from {file!r}: {exc}") from exc
@@ -170,9 +205,11 @@ class Checkpoint:
             try:
                 import torch
             except ImportError as exc:
+                from priors.diagnose import INSTALL_HINT
+
                 raise ValueError(
                     f"{file!r} is a PyTorch checkpoint: reading it needs torch "
-                    "(pip install torch), or convert it to safetensors"
+                    f"({INSTALL_HINT}), or convert it to safetensors"
                 ) from exc
             try:
                 state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
@@ -182,6 +219,21 @@ class Checkpoint:
                 raise ValueError(f"{file!r} does not hold a state dict")
             self._torch_files[file] = state
         return self._torch_files[file]
+
+
+def _inside(directory: str, name: object, index: str) -> str:
+    """The file ``name`` of a weight index, which must be a regular file inside
+    ``directory``."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise ValueError(f"weight index {index!r} names an invalid file {name!r}")
+    root = os.path.realpath(directory)
+    full = os.path.realpath(os.path.join(directory, name))
+    if os.path.isabs(name) or os.path.commonpath([root, full]) != root:
+        raise ValueError(f"weight index {index!r} names {name!r}, outside the model "
+                         "directory: refused")
+    if not os.path.isfile(full):  # missing, or a FIFO or device that must not be read
+        raise ValueError(f"weight index {index!r} names {name!r}, which is not a regular file")
+    return os.path.join(directory, name)
 
 
 def _weights(directory: str) -> tuple[str | None, dict[str, str], dict[str, dict[str, Any]]]:
@@ -194,7 +246,7 @@ def _weights(directory: str) -> tuple[str | None, dict[str, str], dict[str, dict
             wm = idx.get("weight_map") if isinstance(idx, dict) else None
             if not isinstance(wm, dict):
                 raise ValueError(f"safetensors index {index!r} has no weight_map")
-            files = {os.path.join(directory, str(f)) for f in wm.values()}
+            files = {_inside(directory, f, index) for f in wm.values()}
         else:
             files = {single}
         for file in sorted(files):
@@ -209,7 +261,7 @@ def _weights(directory: str) -> tuple[str | None, dict[str, str], dict[str, dict
         wm = idx.get("weight_map") if isinstance(idx, dict) else None
         if not isinstance(wm, dict):
             raise ValueError(f"PyTorch index {index!r} has no weight_map")
-        return "pytorch", {k: os.path.join(directory, str(f)) for k, f in wm.items()}, {}
+        return "pytorch", {k: _inside(directory, f, index) for k, f in wm.items()}, {}
     if os.path.isfile(single):
         return "pytorch", {}, {}
     return None, {}, {}

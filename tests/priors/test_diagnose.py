@@ -20,7 +20,7 @@ import pytest
 
 from priors.diagnose import diagnose
 from priors.diagnose.__main__ import main
-from priors.diagnose.families import bfloat16_round, mpt_slopes
+from priors.diagnose.alibi import bfloat16_round, bloom_slopes, mpt_slopes
 from priors.encodings import alibi_slopes
 from priors.margin import select_margin
 
@@ -52,8 +52,9 @@ def test_bloom_config_slopes_masses_and_limit(tmp_path):
     cfg = write_config(tmp_path, BLOOM)
     r = diagnose(cfg, window=16, lengths=[64, 10**15])
     slopes = [h.prior.params["slope"] for h in r.heads]
-    assert slopes == alibi_slopes(6)  # the reference set, correctly rounded
-    assert [h.prior.layer for h in r.heads] == [None] * 6  # shared by every layer
+    # BLOOM's float32 arithmetic is exact here (bases 2^-2 and 2^-1): the reference set
+    assert slopes == alibi_slopes(6)
+    assert [h.prior.layers for h in r.heads] == [None] * 6  # shared by every layer
     for h in r.heads:
         m = h.prior.params["slope"]
         assert h.prior.classification.label == "summable"
@@ -66,12 +67,25 @@ def test_bloom_config_slopes_masses_and_limit(tmp_path):
 
 
 def test_mpt_slopes_match_reference_and_bias_max():
-    # MosaicML's ordering equals the reference set whenever bias_max = 8 ...
+    # MosaicML's ordering equals the reference set whenever bias_max = 8, up to the two
+    # float32 roundings of fl32(1 / fl32(2^e)) (relative 2^-23) ...
     for h in (1, 2, 3, 5, 6, 8, 12, 24, 32, 40, 48, 64):
-        assert mpt_slopes(h) == pytest.approx(alibi_slopes(h), rel=1e-15)
-    # ... and with another bias_max the slopes are 2^(-b k / P) in the same order
-    assert mpt_slopes(4, 16.0) == [2.0**-4, 2.0**-8, 2.0**-12, 2.0**-16]
-    assert mpt_slopes(3, 16.0) == [2.0**-8, 2.0**-16, 2.0**-4]
+        assert list(mpt_slopes(h)) == pytest.approx(alibi_slopes(h), rel=2**-23)
+    # ... and with another bias_max the slopes are 2^(-b k / P) in the same order (powers of
+    # two: exact in float32)
+    assert list(mpt_slopes(4, 16.0)) == [2.0**-4, 2.0**-8, 2.0**-12, 2.0**-16]
+    assert list(mpt_slopes(3, 16.0)) == [2.0**-8, 2.0**-16, 2.0**-4]
+
+
+def test_bloom_float32_slopes_within_one_rounding_chain_of_the_ideal_ones():
+    """fl32(fl32(2^(-8/P))^k): the base's rounding (relative <= 2^-24) raised to the power
+    k <= P, then one more rounding: relative error <= (k + 1) 2^-24 against 2^(-8k/H)."""
+    for h in (1, 3, 5, 12, 30, 32, 40, 64, 112):
+        ours = bloom_slopes(h).astype(np.float64)
+        ideal = np.asarray(alibi_slopes(h))
+        k = np.concatenate([np.arange(1, 2 ** (h.bit_length() - 1) + 1),
+                            np.arange(1, 2 * h, 2)])[:h]
+        assert np.all(np.abs(ours / ideal - 1) <= (k + 1) * 2.0**-24 * 1.01)
 
 
 def test_bfloat16_round_ties_to_even():
@@ -90,6 +104,7 @@ def test_falcon_alibi_scaled_bf16_slopes(tmp_path):
                                   "num_attention_heads": 4, "hidden_size": 64, "alibi": True})
     r = diagnose(cfg, window=4, lengths=[32])
     scale = 1 / np.sqrt(16)
+    # H = 4: BLOOM's float32 slopes are exact powers of two, then rounded to bfloat16
     expected = [float(s) * scale for s in bfloat16_round(np.float32(alibi_slopes(4)))]
     assert [h.prior.params["slope"] for h in r.heads] == pytest.approx(expected, rel=1e-15)
     # the eager transformers path applies twice the slope: measured against that
@@ -114,7 +129,7 @@ def test_bounded_positional_terms_dilute_like_w_over_l(tmp_path, model_type, mec
                                   "num_attention_heads": 8, "max_position_embeddings": 2048})
     r = diagnose(cfg, window=512, lengths=[4096, 10**12], tol=0.1)
     (h,) = r.heads  # one prior shared by every layer and head
-    assert (h.prior.layer, h.prior.head, h.prior.mechanism) == (None, None, mechanism)
+    assert (h.prior.layers, h.prior.head, h.prior.mechanism) == (None, None, mechanism)
     assert h.prior.classification.label == "dilutes"
     assert "bounded" in h.prior.classification.evidence["why"]
     for row in h.masses:  # uniform prior: M = W / l exactly (30 digits computed)
@@ -130,7 +145,7 @@ def test_mistral_sliding_window_is_summable(tmp_path):
     cfg = write_config(tmp_path, {"model_type": "mistral", "num_hidden_layers": 2,
                                   "num_attention_heads": 4, "sliding_window": 4096})
     r = diagnose(cfg, window=512, lengths=[2048, 10**15])
-    assert [h.prior.layer for h in r.heads] == [0, 1]
+    assert [h.prior.layers for h in r.heads] == [None]  # every layer: one entry
     for h in r.heads:
         assert h.prior.classification.label == "summable"
         assert h.masses[0]["distant_mass"] == mpmath.mpf(2048 - 512) / 2048
@@ -143,7 +158,8 @@ def test_gemma2_layer_types_alternate(tmp_path):
         "sliding_window": 64,
         "layer_types": ["sliding_attention", "full_attention"] * 2})
     r = diagnose(cfg, window=8, lengths=[128])
-    assert [h.prior.classification.label for h in r.heads] == ["summable", "dilutes"] * 2
+    assert [(h.prior.layers, h.prior.classification.label) for h in r.heads] == [
+        ((0, 2), "summable"), ((1, 3), "dilutes")]
 
 
 # -------------------------------------------------------------------- T5 (safetensors)
@@ -190,6 +206,7 @@ def test_t5_tables_read_from_safetensors(tmp_path):
         assert res.prior.params["table"] == [float(x) for x in dec[:, h]]
         assert res.prior.classification.label == "dilutes"
         # independent evaluation: sum e^{table[bucket(d)]} by brute force over d < 50
+        # (float32 and float64 buckets agree for (8, 20) on these distances)
         from priors.encodings import t5_bucket
 
         e = np.exp(dec[t5_bucket(np.arange(50), 8, 20), h].astype(np.float64))
@@ -207,7 +224,8 @@ def test_umt5_has_one_table_per_layer_and_bf16_is_exact(tmp_path):
     _t5_checkpoint(tmp_path, {("decoder", 0): t0, ("decoder", 1): t1}, model_type="umt5",
                    bf16=True)
     r = diagnose(str(tmp_path), window=4, lengths=[32])
-    assert [(h.prior.layer, h.prior.head) for h in r.heads] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [(h.prior.layers, h.prior.head) for h in r.heads] == [
+        ((0,), 0), ((0,), 1), ((1,), 0), ((1,), 1)]
     widened = (t0.view(np.uint32) & 0xFFFF0000).view(np.float32)  # bf16 truncation written
     assert r.heads[1].prior.params["table"] == [float(x) for x in widened[:, 1]]
 
@@ -230,9 +248,9 @@ def test_json_schema(tmp_path, capsys):
     assert out["model"] == cfg
     assert len(out["heads"]) == 6
     h = out["heads"][0]
-    for key in ("layer", "head", "mechanism", "params", "class", "masses"):
+    for key in ("layers", "head", "mechanism", "params", "class", "masses"):
         assert key in h
-    assert h["layer"] is None and h["head"] == 0 and h["mechanism"] == "alibi"
+    assert h["layers"] is None and h["head"] == 0 and h["mechanism"] == "alibi"
     assert [m["length"] for m in h["masses"]] == [64, 10**15]
     m = h["masses"][0]
     assert isinstance(m["window_mass"], str) and isinstance(m["distant_mass"], str)
