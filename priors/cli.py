@@ -27,7 +27,8 @@ whose message starts with the argument's name; ``run`` reports it as bad input, 
   suffix, for the caller to write; when the block ends it is flushed to disk
   (``fsync``) and renamed over the output, which is checked once more to be a regular
   file (or absent). On an exception it is removed and the output is untouched.
-  ``write_atomic(path, data, name)`` writes text or bytes that way.
+  ``write_atomic(path, data, name)`` writes text or bytes that way; ``replace_output``
+  is the final step alone, for a writer that prepares several files before moving them.
 * ``check_output_dir(path, name)``: an output directory, existing or to be created under
   an existing writable directory (a file, device or dangling link there is refused).
 * ``read_json_file(path, name, limit=..., shape=...)``: a previous results file, ``None``
@@ -71,7 +72,6 @@ __all__ = [
     "check_output_dir",
     "check_output_file",
     "check_shape",
-    "check_writable_dir",
     "count",
     "echo",
     "emit",
@@ -80,6 +80,7 @@ __all__ = [
     "read_json_file",
     "read_text",
     "real",
+    "replace_output",
     "run",
     "write_atomic",
 ]
@@ -375,21 +376,33 @@ def atomic_output(path: object, name: str, *, suffixes: Sequence[str] = ()) -> I
             continue
     try:
         yield Path(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        current = _replaceable(text, name)  # the output may have changed since the check
-        if current is not None:
-            os.chmod(tmp, stat.S_IMODE(os.stat(current).st_mode))
-        os.replace(tmp, current or target)
+        replace_output(tmp, text, name)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def replace_output(source: object, path: object, name: str) -> None:
+    """Rename the finished file ``source`` over the output ``path`` (argument ``name``),
+    after flushing it to disk, if ``path`` is a regular file or absent: a link to a regular
+    file is followed (its target replaced, keeping the target's permission bits), anything
+    else is refused (``PathError``) and left as it was. ``source`` must be on the same file
+    system as the output (``atomic_output`` makes it in the output's directory)."""
+    text = _path_text(path, name)
+    src = os.fspath(source)  # type: ignore[arg-type]
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    current = _replaceable(text, name)  # the output may have changed since it was checked
+    if current is not None:
+        os.chmod(src, stat.S_IMODE(os.stat(current).st_mode))
+    destination = current or os.path.abspath(text)
+    os.replace(src, destination)
     with contextlib.suppress(OSError):  # the rename itself reaches the disk
-        dir_fd = os.open(directory, os.O_RDONLY)
+        dir_fd = os.open(os.path.dirname(destination), os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
@@ -492,25 +505,27 @@ def _matches_type(value: Any, kinds: tuple[type, ...]) -> bool:
     return isinstance(value, kinds)
 
 
-def check_shape(value: Any, shape: Any, where: str = "the document") -> None:
+def check_shape(value: Any, shape: Any, where: str = "") -> None:
     """``ValueError`` saying where ``value`` (parsed JSON) departs from ``shape``.
 
     ``shape`` is a JSON type (``dict``, ``list``, ``str``, ``int``, ``float`` (an integer
     is a number too), ``bool``, ``type(None)``), a tuple of them, ``Any`` for anything,
-    or a ``Record``, ``MapOf`` or ``ListOf``.
+    or a ``Record``, ``MapOf`` or ``ListOf``. ``where`` is the place of ``value`` in the
+    document (``['areas']['margin']``), empty for the document itself.
     """
+    place = where or "the document"
     if shape is Any:
         return
     if isinstance(shape, (Record, MapOf)):
         if not isinstance(value, dict):
-            raise ValueError(f"{where} must be an object, got {_describe(type(value))}")
+            raise ValueError(f"{place} must be an object, got {_describe(type(value))}")
         if isinstance(shape, MapOf):
             for key, item in value.items():
                 check_shape(item, shape.values, f"{where}[{key!r}]")
             return
         for key, sub in shape.required.items():
             if key not in value:
-                raise ValueError(f"{where} has no key {key!r}")
+                raise ValueError(f"{place} has no key {key!r}")
             check_shape(value[key], sub, f"{where}[{key!r}]")
         for key, sub in shape.optional.items():
             if key in value:
@@ -518,17 +533,17 @@ def check_shape(value: Any, shape: Any, where: str = "the document") -> None:
         if shape.closed:
             extra = sorted(set(value) - set(shape.required) - set(shape.optional))
             if extra:
-                raise ValueError(f"{where} has an unexpected key {extra[0]!r}")
+                raise ValueError(f"{place} has an unexpected key {extra[0]!r}")
         return
     if isinstance(shape, ListOf):
         if not isinstance(value, list):
-            raise ValueError(f"{where} must be an array, got {_describe(type(value))}")
+            raise ValueError(f"{place} must be an array, got {_describe(type(value))}")
         for i, item in enumerate(value):
             check_shape(item, shape.items, f"{where}[{i}]")
         return
     kinds = shape if isinstance(shape, tuple) else (shape,)
     if not _matches_type(value, kinds):
-        raise ValueError(f"{where} must be {_describe(shape)}, got {_describe(type(value))}")
+        raise ValueError(f"{place} must be {_describe(shape)}, got {_describe(type(value))}")
 
 
 def _no_constant(text: str) -> float:
@@ -559,14 +574,6 @@ def read_json_file(
         raise PathError(name, f"{_shown(text)} is not a file of the expected form: "
                               f"{one_line(exc, 200)}") from None
     return doc
-
-
-def check_writable_dir(path: str, option: str) -> None:
-    """``UsageError`` unless a file can be created in the directory ``path``."""
-    try:
-        _check_directory(path, option)
-    except PathError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _write_quietly(stream: Any, text: str) -> None:
