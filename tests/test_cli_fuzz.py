@@ -168,7 +168,7 @@ def files(tmp_path_factory):
     as_json=st.booleans(),
 )
 def test_mass_options(enc, which, value, as_json, files, capsys):
-    from priors.mass import main
+    from priors.mass.__main__ import main
 
     options = _COMMON + _OPTIONS[enc]
     option = options[which % len(options)]
@@ -199,7 +199,7 @@ _CONTENTS = [
 @given(content=st.one_of(st.sampled_from(_CONTENTS), st.binary(max_size=64)),
        enc=st.sampled_from(["t5", "user"]))
 def test_mass_files(content, enc, tmp_path, capsys):
-    from priors.mass import main
+    from priors.mass.__main__ import main
 
     path = tmp_path / "f.bin"
     path.write_bytes(content)
@@ -216,7 +216,7 @@ def test_mass_files(content, enc, tmp_path, capsys):
 
 @pytest.mark.parametrize("path", ["/dev/zero", "/nonexistent/x", "/"])
 def test_mass_special_files(path, capsys):
-    from priors.mass import main
+    from priors.mass.__main__ import main
 
     argv = ["--encoding", "t5", "--table", path, "--window", "2", "--length", "8"]
     assert_refused(*call(main, argv, capsys), argv)
@@ -229,7 +229,7 @@ def test_mass_special_files(path, capsys):
 @given(option=st.sampled_from(["--window", "--lmax", "--tol", "--lmin", "--score-bound",
                                "--dps"]), value=hostile())
 def test_margin_options(option, value, capsys):
-    from priors.margin import main
+    from priors.margin.__main__ import main
 
     argv = _with(["--window", "8", "--lmax", "4096", "--tol", "0.1", "--json"], option, value)
     code, out, err = call(main, argv, capsys)

@@ -28,7 +28,7 @@ def plot_distant_mass(diag: Any, file: str, points: int = 48) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from priors.window import masses
+    from priors.mass import masses
 
     w, lmax = diag.window, max(diag.lengths)
     grid = sorted({int(x) for x in np.geomspace(max(w, 1), lmax, points)} | set(diag.lengths))

@@ -86,8 +86,8 @@ class LogDistance(Encoding):
 
         return (d + 1) ** (-sympy.Rational(self.alpha))
 
-    def series_brackets(
-        self, window: int, length: int, *, dps: int
+    def _series_brackets(
+        self, w: int, n: int, dps: int
     ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
         """docs/theory.md §6 brackets of ``M_l(W) = H_W^(alpha) / H_l^(alpha)`` from
         ``priors.brackets.window_mass_brackets`` (integral test, Euler–Maclaurin; both
@@ -95,11 +95,11 @@ class LogDistance(Encoding):
         do not apply (the prior is NoPE's, ``M = W / l`` exactly)."""
         if self.alpha <= 0:
             return None
-        from priors.brackets import window_mass_brackets
+        from priors.brackets import _window_mass_brackets
 
         # a mass lies in [0, 1]: clipping keeps the enclosure and makes it informative
         with mpmath.workdps(dps):
-            brackets = window_mass_brackets(window, length, self.alpha, dps=dps)
+            brackets = _window_mass_brackets(w, n, self.alpha, dps)
             return {
                 k: (max(lo, mpmath.mpf(0)), min(hi, mpmath.mpf(1)))
                 for k, (lo, hi) in brackets.items()

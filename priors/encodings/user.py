@@ -187,10 +187,10 @@ class UserBias(Encoding):
                 f"d = {self.extent - 1}); state a tail assumption"
             )
 
-    def limit_window_mass(self, window: int, *, dps: int = 30) -> mpmath.mpf:
+    def _limit_window_mass(self, w: int, dps: int) -> mpmath.mpf:
         """``M_inf(W)`` under the stated tail; ``ValueError`` with ``tail="none"``."""
         self._check_limit()
-        return super().limit_window_mass(window, dps=dps)
+        return super()._limit_window_mass(w, dps)
 
     def limit_distant_mass(self, window: int, *, dps: int = 30) -> mpmath.mpf:
         """``D_inf(W)`` under the stated tail; ``ValueError`` with ``tail="none"``."""

@@ -128,7 +128,7 @@ def test_sandwich_refuses_what_it_cannot_compute(kwargs, length, needle):
 
 
 def _mass(capsys, *argv):
-    from priors.mass import main
+    from priors.mass.__main__ import main
 
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -212,7 +212,7 @@ def test_help_shows_the_defaults_used_silently(capsys):
     from priors.encodings import ALiBi, CausalOTPrior, KerpleLog, LogDistance
 
     with pytest.raises(SystemExit):
-        from priors.mass import _parser
+        from priors.mass.__main__ import _parser
 
         _parser().parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())

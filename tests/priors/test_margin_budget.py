@@ -27,9 +27,9 @@ from priors.margin import (
     EvaluationBudgetWarning,
     MarginInputError,
     format_result,
-    main,
     select_margin,
 )
+from priors.margin.__main__ import main
 
 W, L0, L1, B = 8, 512, 100000, "0.3"
 DPS = 50
