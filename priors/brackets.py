@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 import mpmath
 from mpmath import libmp
 
-from priors.harmonic import DEFAULT_DPS, exact_arb, harmonic_number
+from priors.harmonic import DEFAULT_DPS, _power_sum, exact_arb
 from priors.validation import as_count, as_real, check_dps, check_window_length
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -428,7 +428,8 @@ def near_one_limit(window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmat
     """
     w, n = check_window_length(window, length)
     dps = check_dps(dps)
-    num = harmonic_number(w, 1, dps=dps + 5)
-    den = harmonic_number(n, 1, dps=dps + 5)
+    one = mpmath.mpf(1)
+    num = _power_sum(0, w, one, one, dps + 5)  # H_W, with guard digits past DPS_MAX too
+    den = _power_sum(0, n, one, one, dps + 5)
     with mpmath.workdps(dps):
         return num / den

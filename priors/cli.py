@@ -7,9 +7,11 @@ line, ``PROG: error: cannot write the output: ...``, and status 1; Ctrl-C is sta
 
 * ``Parser``: ``argparse`` whose errors raise ``UsageError`` (no usage block), and which
   reads ``-inf``, ``-1e5`` or ``-nan`` after an option as a value, not as an option.
-* ``real``, ``count``, ``digits_option``: option types with the wording shared by every
-  command (``1e400`` overflows the float range, ``1e-400`` underflows it, integers are
-  parsed exactly, long inputs are echoed truncated).
+* ``real``, ``count``, ``score_bound``: the readers of option text
+  (``priors.validation.real_from_text``, ``count_from_text``, ``score_bound_from_text``),
+  so that commands and the library read, cap and word numbers alike (ASCII decimals only,
+  ``1e400`` overflows the float range, ``1e-400`` underflows it, integers are parsed
+  exactly, long inputs are echoed truncated); ``argtype`` makes an argparse type of them.
 * ``run(prog, body, argv)``: calls ``body(argv)`` and turns the exceptions above into the
   contract; ``emit(text)`` writes stdout so that a closed pipe or a full disk is caught.
 * ``progress(prog, message)``: a line on stderr that never raises.
@@ -38,17 +40,16 @@ whose message starts with the argument's name; ``run`` reports it as bad input, 
   not make is never silently replaced. ``read_text`` reads an input file the same way
   (regular files only, at most ``limit`` bytes).
 
-Imports only the standard library (the margin command must stay light).
+Imports only the standard library and ``priors.validation`` (the margin command must stay
+light: no torch, sympy or matplotlib).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import decimal
 import errno
 import json
-import math
 import os
 import re
 import stat
@@ -58,8 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from priors.validation import count_from_text as count
+from priors.validation import echo
+from priors.validation import real_from_text as real
+from priors.validation import score_bound_from_text as score_bound
+
 __all__ = [
-    "MAX_COUNT",
     "ListOf",
     "MapOf",
     "OutputError",
@@ -75,20 +80,16 @@ __all__ = [
     "count",
     "echo",
     "emit",
-    "exact_real",
     "progress",
     "read_json_file",
     "read_text",
     "real",
     "replace_output",
     "run",
+    "score_bound",
     "write_atomic",
 ]
 
-#: Largest count accepted by ``count`` (lengths and windows, docs/theory.md §5: up to 1e18).
-MAX_COUNT = 10**18
-#: Longest echo of a user's value inside a message.
-_ECHO = 40
 _NUMBER = re.compile(r"^-(\d|\.\d|inf(inity)?$|nan$)", re.IGNORECASE)
 
 
@@ -153,67 +154,6 @@ def argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
     convert.__name__ = getattr(parse, "__name__", "value")
     return convert
-
-
-def echo(text: object, limit: int = _ECHO) -> str:
-    """``repr`` of a user's value, shortened to about ``limit`` characters."""
-    out = repr(text)
-    if len(out) > limit:
-        out = f"{out[: limit - 12]}...({len(str(text))} chars)"
-    return out
-
-
-def exact_real(text: str) -> decimal.Decimal:
-    """The decimal ``text`` exactly (``inf``/``nan`` kept); ``ValueError`` if not a number."""
-    body = text.strip()
-    try:
-        return decimal.Decimal(body)
-    except decimal.InvalidOperation:
-        raise ValueError(f"not a number: {echo(text)}") from None
-
-
-def real(text: str, *, exact: bool = False) -> float:
-    """A finite float from ``text``: the option type of every real-valued option.
-
-    ``1e400`` is refused as overflowing the float range, a nonzero value that rounds to
-    0 (``1e-400``) as underflowing it. With ``exact``, a decimal that float64 does not
-    represent as the decimal it prints as (``1.0000000000000000001`` is the float
-    ``1.0``) is refused too: say it with at most 17 significant digits.
-    """
-    value = exact_real(text)
-    if value.is_nan():
-        raise ValueError(f"must be a finite number, got {echo(text)}")
-    if value.is_infinite():
-        raise ValueError(f"must be a finite number, got {echo(text)}")
-    out = float(value)
-    if math.isinf(out):
-        raise ValueError(f"{echo(text)} overflows the float range (|x| <= 1.8e308)")
-    if out == 0 and value != 0:
-        raise ValueError(f"{echo(text)} underflows the float range (|x| >= 5e-324)")
-    if exact and decimal.Decimal(repr(out)) != value:
-        raise ValueError(
-            f"{echo(text)} is not a float64: it would be read as {out!r}; give at most "
-            "17 significant digits"
-        )
-    return out
-
-
-def count(text: str, *, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
-    """An integer from ``text``, parsed exactly (``999999999999999999``, ``1e15``, ``2**0``
-    no): decimal notation whose value is an integer in ``[minimum, maximum]``."""
-    try:
-        value = exact_real(text)
-    except ValueError:
-        raise ValueError(f"not an integer: {echo(text)}") from None
-    if not value.is_finite():
-        raise ValueError(f"not an integer: {echo(text)}")
-    if value > maximum:
-        raise ValueError(f"must be <= {maximum:.0e}, got {echo(text)}".replace("e+", "e"))
-    if value < minimum:
-        raise ValueError(f"must be >= {minimum}, got {echo(text)}")
-    if value != value.to_integral_value():
-        raise ValueError(f"not an integer: {echo(text)}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------- files

@@ -69,6 +69,11 @@ _GUARD_DPS = 10
 _GUARD_BITS = 32
 #: Direct summation is used below this many terms (exact, and cheaper than two zetas).
 _DIRECT_TERMS = 64
+#: Exponents from which a steep power sum is tried as a few terms plus a tail bound.
+_STEEP_ALPHA = 2**20
+#: Terms summed at most in that case (a ratio of consecutive terms of ``e^-1``, as for
+#: KERPLE-log at ``r1 = 1/r2``, needs about ``ln(2) prec`` of them).
+_STEEP_TERMS = 4096
 
 
 def power_sum(
@@ -102,8 +107,12 @@ def power_sum(
     if hi < lo:
         raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
     dps = check_dps(dps)
-    a = as_real(alpha, "alpha")
-    q = as_real(shift, "shift", minimum=0)
+    return _power_sum(lo, hi, as_real(alpha, "alpha"), as_real(shift, "shift", minimum=0), dps)
+
+
+def _power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, dps: int) -> mpmath.mpf:
+    """``power_sum`` for arguments validated by the caller (``0 <= lo <= hi``, ``a`` and
+    ``q > 0`` exact ``mpf``); ``dps`` may exceed ``DPS_MAX`` by the caller's guard digits."""
     if hi == lo:
         return rounded(mpmath.mpf(0), dps)
     work = dps + _GUARD_DPS
@@ -134,16 +143,29 @@ def power_sum(
     return rounded(value, dps)
 
 
-def _steep_power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, work: int) -> Any:
-    """The first terms of a power sum with a huge exponent, plus half the integral-test
-    bound of the rest (``[0, (K-1+q)^(1-a)/(a-1)]``), once that bound is below
-    ``10^-work`` of the first term; ``None`` if 64 terms do not get there."""
-    with mpmath.workdps(work):
-        first = (lo + q) ** (-a)
+def _steep_power_sum(
+    lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, work: int
+) -> mpmath.mpf | None:
+    """``sum_{k=lo}^{hi-1} (k + q)^-a`` (``hi=None``: to infinity) for a huge exponent
+    ``a > 1``: the first terms plus half the integral-test bound of the rest
+    (``[0, (K-1+q)^(1-a)/(a-1)]``), once that bound is below ``10^-work`` of the first
+    term; ``None`` if ``_STEEP_TERMS`` terms do not get there. Each term is
+    ``exp(-a ln(k + q))`` with ``log10(a)`` more digits (mpmath's integer powering of an
+    exponent like ``1e308`` takes seconds per term); Hurwitz zeta at such exponents is
+    as slow. Inputs validated by the caller."""
+    end = math.inf if hi is None else hi
+    extra = 8 + max(0, math.ceil(math.log10(float(a))))
+    with mpmath.workdps(work + extra):
+        def power(x: Any, e: Any) -> Any:
+            return mpmath.exp(-e * mpmath.log(x))
+
+        first = power(lo + q, a)
         partial = mpmath.mpf(0)
-        for k in range(lo, min(hi, lo + _DIRECT_TERMS)):
-            partial += (k + q) ** (-a)
-            bound = (k + q) ** (1 - a) / (a - 1)
+        for k in range(lo, min(end, lo + _STEEP_TERMS)):
+            partial += first if k == lo else power(k + q, a)
+            if k + 1 >= end:
+                return +partial
+            bound = power(k + q, a - 1) / (a - 1)
             if bound <= first * mpmath.mpf(10) ** (-work):
                 return partial + bound / 2
     return None
@@ -201,14 +223,9 @@ def exact_arb(value: object) -> flint.arb:
     return flint.arb(str(value))
 
 
-#: Exponents from which a steep power sum is tried as a few terms plus a tail bound.
-_STEEP_ALPHA = 2**20
-#: Terms summed at most in that case.
-_STEEP_TERMS = 64
-
 
 def _steep_power_sum_arb(
-    lo: int, hi: int | None, alpha: flint.arb, shift: flint.arb, prec: int
+    lo: int, hi: int | None, alpha: flint.arb, shift: object, prec: int
 ) -> flint.arb | None:
     """``sum_{k=lo}^{hi-1} (k + shift)^-alpha`` (``hi=None``: to infinity) for a huge
     exponent, where the first terms carry everything: a ball, or ``None`` if it does not
@@ -216,11 +233,14 @@ def _steep_power_sum_arb(
 
     With ``K`` terms summed, the rest is in ``[0, (K - 1 + shift)^(1-alpha) / (alpha-1)]``
     (integral test: the terms decrease), put into the ball as its radius. Arb's Hurwitz
-    zeta at such exponents (``alpha = 1e308``) does not finish.
+    zeta at such exponents (``alpha = 1e308``) does not finish. ``shift`` is taken as in
+    ``exact_arb`` at the raised precision of the terms: an inexact shift (``1/r2`` of
+    KERPLE-log, a ``Fraction``) rounded at the caller's precision would carry a relative
+    error that ``alpha`` multiplies.
     """
     import flint
 
-    if not (alpha.is_exact() and alpha > _STEEP_ALPHA and shift > 0):
+    if not (alpha.is_exact() and alpha > _STEEP_ALPHA):
         return None
     end = hi if hi is not None else math.inf
     if end <= lo:
@@ -230,6 +250,9 @@ def _steep_power_sum_arb(
         return None
     # x^-alpha = exp(-alpha ln x) needs ln x to log2(alpha) more bits than the result
     with flint.ctx.workprec(prec + 64 + math.ceil(math.log2(size))):
+        shift = exact_arb(shift)
+        if not shift > 0:
+            return None
         first = flint.arb(lo) + shift
         partial = flint.arb(0)
         k = lo
@@ -304,9 +327,7 @@ def power_sum_arb(
     if hi == lo:
         return flint.arb(0)
     work = prec + _GUARD_BITS
-    with flint.ctx.workprec(work):
-        q = exact_arb(shift)
-    steep = _steep_power_sum_arb(lo, hi, exact_arb(alpha), q, work)
+    steep = _steep_power_sum_arb(lo, hi, exact_arb(alpha), shift, work)
     if steep is not None and steep.rel_accuracy_bits() >= prec:
         return steep
     exact_input = True

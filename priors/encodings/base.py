@@ -270,7 +270,7 @@ class Encoding(ABC):
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         """``sum_{d>=w} e^{b(d)}`` for a summable prior (override to avoid the subtraction)."""
         total = self.total_sum(dps=dps + GUARD_DPS)
-        s_w = self.weight_sum(0, w, dps=dps + GUARD_DPS)
+        s_w = self._range_sum(0, w, None, dps + GUARD_DPS)
         with mpmath.workdps(dps + GUARD_DPS):
             return total - s_w
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
-from priors.harmonic import power_sum, power_sum_arb
+from priors.harmonic import _STEEP_ALPHA, _power_sum, _steep_power_sum, power_sum_arb
 from priors.precision import guarded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +49,7 @@ class LogDistance(Encoding):
         return -self.alpha * np.log1p(d)
 
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
-        return power_sum(lo, hi, self.alpha, shift=1, dps=dps)
+        return _power_sum(lo, hi, mpmath.mpf(self.alpha), mpmath.mpf(1), dps)
 
     def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
         """``power_sum_arb`` at ``shift = 1`` to the current Arb working precision;
@@ -69,7 +69,10 @@ class LogDistance(Encoding):
 
     @guarded(10)
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
-        return mpmath.zeta(mpmath.mpf(self.alpha), w + 1)
+        a = mpmath.mpf(self.alpha)
+        steep = (_steep_power_sum(w, None, a, mpmath.mpf(1), mpmath.mp.dps)
+                 if a > _STEEP_ALPHA else None)
+        return mpmath.zeta(a, w + 1) if steep is None else steep
 
     def classify(self) -> Classification:
         a = self.alpha

@@ -22,6 +22,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 from priors.margin.result import MarginResult
 
 __all__ = [
+    "CLEAR_GAP",
     "LO_NONE_NEEDED",
     "LO_PROVEN",
     "budget_bracket_wide",
@@ -77,38 +78,61 @@ def _budget_head(budget: int) -> str:
     )
 
 
+#: Distance of ``G`` from ``tol`` (relative to ``tol``) beyond which a search that ran out
+#: of budget is said to have been cut short rather than slowed by a near-tangency.
+CLEAR_GAP = 1e-6
+_EITHER = (
+    "either tol is within a tiny distance of a local maximum of G (or tangent to it), where "
+    "the first-order box bound needs ever smaller boxes, or the budget is simply small for "
+    "this setting; a larger --max-evaluations tells which"
+)
+
+
 def budget_bracket_wide(
     budget: int, width: float, target: float,
-    above_at_lo: tuple[float, float], below_at_hi: tuple[float, float],
+    above_at_lo: tuple[float, float], below_at_hi: tuple[float, float], tol: float,
 ) -> str:
     """Why a search that proved a violation but ran out of budget is unresolved:
     ``above_at_lo`` encloses ``G(1 + delta_lo) - tol``, ``below_at_hi``
-    ``tol - G(1 + delta_hi)`` (floats rounded outward)."""
+    ``tol - G(1 + delta_hi)`` (floats rounded outward). Where ``G`` is more than
+    ``CLEAR_GAP`` (relative) from ``tol`` at both ends, the budget was simply too small;
+    otherwise either a near-tangency or the budget, and the text says it could be both."""
+    gap = min(above_at_lo[0], below_at_hi[0])
+    if gap > CLEAR_GAP * tol:
+        why = (
+            "G is well away from tol at both ends of the bracket (by more than one part in "
+            "a million), so nothing there is close to a tangency: most likely the budget is "
+            "simply small for this setting, and a larger --max-evaluations narrows the bracket"
+        )
+    else:
+        why = f"G comes within {max(gap, 0.0):.1e} of tol at an end of the bracket: {_EITHER}"
     return (
         f"{_budget_head(budget)}: the bracket [delta_lo, delta_hi] is proven but has "
         f"relative width {width:.1e}, not {target:g}: G(1 + delta_lo) - tol in "
         f"[{above_at_lo[0]:.2e}, {above_at_lo[1]:.2e}] "
-        f"and tol - G(1 + delta_hi) in [{below_at_hi[0]:.2e}, "
-        f"{below_at_hi[1]:.2e}]: G crosses tol with a tiny slope "
-        "(tol is presumably within a tiny distance of a local maximum of G, or "
-        "tangent to it), where the first-order box bound needs ever smaller boxes"
+        f"and tol - G(1 + delta_hi) in [{below_at_hi[0]:.2e}, {below_at_hi[1]:.2e}]; {why}"
     )
 
 
 def budget_no_violation(
-    budget: int, alpha: float, gap: tuple[float, float]
+    budget: int, alpha: float, gap: tuple[float, float], tol: float
 ) -> tuple[str, str]:
     """``(unresolved_reason, delta_lo_reason)`` when the budget ran out with no violation
-    proven; ``gap`` encloses ``tol - G`` at ``alpha``, the largest ``G`` found."""
-    where = (
-        f"G comes within {gap[1]:.1e} of tol at alpha = {alpha!r} (tol is presumably "
-        "within a tiny distance of a local maximum of G, or tangent to it)"
+    proven; ``gap`` encloses ``tol - G`` at ``alpha``, the largest ``G`` found (by
+    golden-section search: where to look, not a proof of the maximum)."""
+    found = (
+        f"the largest G found on [1, 1 + delta_hi] (golden-section search), at alpha = "
+        f"{alpha!r}, has tol - G in [{gap[0]:.2e}, {gap[1]:.2e}]"
     )
+    if gap[0] > CLEAR_GAP * tol:
+        where = (
+            f"{found}, so G does not come close to tol there: most likely the budget is "
+            "simply small for this setting, and a larger --max-evaluations lets the sweep finish"
+        )
+    else:
+        where = f"{found}: G comes within {gap[1]:.1e} of tol: {_EITHER}"
     unresolved = (
-        f"{_budget_head(budget)}: delta_hi is proven, no violation below it is proven. "
-        f"{where[0].upper()}{where[1:]}: there tol - G is in [{gap[0]:.2e}, {gap[1]:.2e}] "
-        "(the largest G found on [1, 1 + delta_hi], by golden-section search), and the "
-        "first-order box bound needs ever smaller boxes"
+        f"{_budget_head(budget)}: delta_hi is proven, no violation below it is proven; {where}"
     )
     lo_reason = (
         f"NOT proven: the evaluation budget of {budget} growth evaluations ran out before "
@@ -184,6 +208,17 @@ def _ceil_text(value: float, digits: int, rounding: str = ROUND_CEILING) -> str:
         return format(exact.quantize(quantum, rounding=rounding).normalize(), "f")
 
 
+def _sup_digits(result: MarginResult) -> int:
+    """Significant digits for the supremum's enclosure: 10, or as many more (at most 17)
+    as it takes for the upper end, rounded up, to stay ``<= tol`` as docs/theory.md §7
+    states it (the float upper end is ``<= tol``; ten digits rounded up may not be)."""
+    tol = Decimal(repr(result.growth_tol))
+    for digits in range(10, 18):
+        if Decimal(_ceil_text(result.sup_value[1], digits)) <= tol:
+            return digits
+    return 17
+
+
 def format_result(result: MarginResult) -> str:
     """Readable report of one ``MarginResult`` (inputs, margin, bracket, evidence)."""
     r = result
@@ -192,17 +227,17 @@ def format_result(result: MarginResult) -> str:
     alpha_text = exact_one_plus(delta_text)
     lo, hi = r.delta_bracket
     lo_name, hi_name = ("D_L0", "D_L1") if r.score_bound == 0 else ("D-_L0", "D+_L1")
-    b_text = "0 (prior alone)" if r.score_bound == 0 else f"{r.score_bound:g} (D+_L1 - D-_L0)"
+    b_text = "0 (prior alone)" if r.score_bound == 0 else f"{r.score_bound!r} (D+_L1 - D-_L0)"
     lines = [
         "margin selection, docs/theory.md §7: log-distance prior b(d) = -alpha ln(1+d), "
         "alpha = 1 + delta",
         f"  inputs     window W = {r.window}, lengths L0 = {r.lmin} .. L1 = {r.lmax}, "
-        f"tol = {r.growth_tol:g}, score bound B = {b_text}",
+        f"tol = {r.growth_tol!r}, score bound B = {b_text}",
     ]
     if hi == 0.0:
         lines.append(
             f"  delta*     0: no margin needed; sup over alpha >= 1 of the growth is <= tol "
-            f"(certified), so every alpha >= 1 keeps the growth within {r.growth_tol:g}"
+            f"(certified), so every alpha >= 1 keeps the growth within {r.growth_tol!r}"
         )
         lines.append("  alpha*     1")
         lines.append(f"  bracket    [0.0, 0.0]; delta_lo: {r.delta_lo_reason}")
@@ -217,13 +252,14 @@ def format_result(result: MarginResult) -> str:
         ]
     if not r.resolved:
         lines.append(f"  resolved   NO: {r.unresolved_reason}")
+    sd = _sup_digits(r)
     lines += [
         f"  at alpha*  distant mass {lo_name} = {r.distant_mass_lmin:.12g}, "
         f"{hi_name} = {r.distant_mass_lmax:.12g}, growth G = {r.growth:.12g} "
         "(12 significant digits)",
         f"  supremum   of G over alpha >= 1 + delta_hi: in "
-        f"[{_ceil_text(r.sup_value[0], 10, ROUND_FLOOR)}, {_ceil_text(r.sup_value[1], 10)}] "
-        "(proven; 10 significant digits, rounded outward), attained at alpha = "
+        f"[{_ceil_text(r.sup_value[0], sd, ROUND_FLOOR)}, {_ceil_text(r.sup_value[1], sd)}] "
+        f"(proven; {sd} significant digits, rounded outward), attained at alpha = "
         f"{r.sup_location:.10g}"
         + (" (= 1 + delta_hi)" if r.sup_at_margin else " (NOT at 1 + delta_hi)"),
         f"             established by {r.sup_explanation}",
@@ -253,7 +289,7 @@ def format_table(results: Sequence[MarginResult]) -> str:
         d = _digits(r)
         delta_text = _ceil_text(r.delta, d)
         rows.append(
-            f"{r.window:>8} {r.lmin:>8} {r.lmax:>20} {r.growth_tol:>8g} {r.score_bound:>6g} "
+            f"{r.window:>8} {r.lmin:>8} {r.lmax:>20} {r.growth_tol!r:>8} {r.score_bound!r:>6} "
             f"{delta_text:>16} {exact_one_plus(delta_text):>16} "
             f"{r.bracket_relative_width:>9.1e} {r.growth:>14.10g}  "
             + ("alpha*" if r.sup_at_margin else f"alpha={r.sup_location:.6g}")

@@ -8,7 +8,7 @@ method of ``SUP_METHODS`` (``_sup_monotone``, ``_sup_crossing``, ``_sup_branch_a
 and records what is proven and what is not (``_proof_status``). The sentences that say so
 are written by ``priors.margin.format``; nothing here formats prose. ``certify=True`` adds
 ball enclosures of every reported number and an independent mpmath re-evaluation of the
-growth at ``delta`` (``_certificate``, ``priors.harmonic.harmonic_tail``).
+growth at ``delta`` (``_certificate``, the mpmath power sums of ``priors.harmonic``).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def select_margin(
     if inputs.lmin == inputs.window:
         sup = _sup_monotone(search, growth_ball, delta_hi)
     elif outcome.delta_lo is not None and outcome.resolved:
-        sup = _sup_crossing(search, problem, outcome, inputs, growth_ball)
+        sup = _sup_crossing(search, outcome, inputs, growth_ball)
     else:
         sup = _sup_branch_and_bound(search, problem, outcome, inputs)
     if not sup.lower <= sup.upper:  # pragma: no cover - both ends are proven bounds
@@ -233,12 +233,13 @@ def _budget_note(search: Any, problem: Any, outcome: Any, budget: int) -> tuple[
                 budget, (hi - outcome.delta_lo) / hi, BRACKET_RTOL,
                 (search.float_down(above_at_lo), search.float_up(above_at_lo)),
                 (search.float_down(below_at_hi), search.float_up(below_at_hi)),
+                float(problem.tol),
             )
             return unresolved, ""
         near = outcome.closest
         gap = problem.tol_ball - problem.growth(near)
         gap_lo, gap_hi = search.float_down(gap), search.float_up(gap)
-    return explain.budget_no_violation(budget, 1 + near, (gap_lo, gap_hi))
+    return explain.budget_no_violation(budget, 1 + near, (gap_lo, gap_hi), float(problem.tol))
 
 
 @dataclass(frozen=True)
@@ -267,27 +268,25 @@ def _sup_monotone(search: Any, growth_ball: Any, delta_hi: float) -> _Supremum:
                      search.float_up(growth_ball), True, SUP_MONOTONE, explain.sup_monotone())
 
 
-def _sup_crossing(search: Any, problem: Any, outcome: Any, inputs: MarginInputs,
+def _sup_crossing(search: Any, outcome: Any, inputs: MarginInputs,
                   growth_ball: Any) -> _Supremum:
     """A resolved search with a proven violation: the supremum lies between
     ``G(1 + delta_hi)`` (a point value) and the largest certified box bound (``G`` need not
-    be monotone beyond ``delta_hi``)."""
-    tol_up = math.nextafter(inputs.growth_tol, math.inf)  # >= the exact decimal tol
+    be monotone beyond ``delta_hi``), a float ``<= tol`` (``GrowthProblem.tol_safe``)."""
     return _Supremum(1.0 + outcome.delta_hi, search.float_down(growth_ball),
-                     min(outcome.sup_upper, tol_up), True, SUP_CROSSING,
+                     outcome.sup_upper, True, SUP_CROSSING,
                      explain.sup_crossing(_sweep_text(outcome, inputs)))
 
 
 def _sup_branch_and_bound(search: Any, problem: Any, outcome: Any,
                           inputs: MarginInputs) -> _Supremum:
     """Otherwise: the maximum beyond ``delta_hi`` located by branch and bound; its upper
-    end is the smallest of that bound, the sweep's and ``tol`` (the sweep proved
-    ``sup <= tol``; the branch and bound may be looser)."""
+    end is the smaller of that bound and the sweep's (a float ``<= tol``; the branch and
+    bound may be looser)."""
     delta_hi = outcome.delta_hi
     sup = search.locate_sup(problem, delta_hi)
-    tol_up = math.nextafter(inputs.growth_tol, math.inf)  # >= the exact decimal tol
     return _Supremum(
-        1.0 + sup.location, sup.lower, min(sup.upper, outcome.sup_upper, tol_up),
+        1.0 + sup.location, sup.lower, min(sup.upper, outcome.sup_upper),
         sup.location == delta_hi, SUP_BRANCH_AND_BOUND,
         explain.sup_branch_and_bound(_sweep_text(outcome, inputs), 1 + delta_hi, sup.boxes),
     )
@@ -323,20 +322,22 @@ def _certificate(problem: Any, outcome: Any, inputs: MarginInputs,
 def _cross_check(
     w: int, l0: int, l1: int, b_text: str, delta: float, dps: int, ball: object
 ) -> float:
-    """Re-evaluate ``G(1 + delta)`` with mpmath (``harmonic_tail``) and compare to the ball."""
+    """Re-evaluate ``G(1 + delta)`` with mpmath (Hurwitz power sums of ``priors.harmonic``)
+    and compare to the ball."""
     import mpmath
 
     from priors.content_bounds import distant_mass_bounds
-    from priors.harmonic import harmonic_tail
+    from priors.harmonic import _power_sum
 
     work = dps + 10
     with mpmath.workprec(64 + max(0, -math.frexp(delta)[1]) if delta else 64):
         alpha = mpmath.mpf(1) + mpmath.mpf(delta)  # exact
     with mpmath.workdps(work):
-        s_w = harmonic_tail(0, w, alpha, dps=work)
+        one = mpmath.mpf(1)  # H tails: power sums at shift 1 (work may pass DPS_MAX)
+        s_w = _power_sum(0, w, alpha, one, work)
         factor = mpmath.exp(2 * mpmath.mpf(b_text))
-        t1 = harmonic_tail(w, l1, alpha, dps=work)
-        t0 = harmonic_tail(w, l0, alpha, dps=work)
+        t1 = _power_sum(w, l1, alpha, one, work)
+        t0 = _power_sum(w, l0, alpha, one, work)
         g = distant_mass_bounds(s_w, t1, factor)[1] - distant_mass_bounds(s_w, t0, factor)[0]
         mid = mpmath.mpf(ball.mid().str(work + 5, radius=False))
         rad = mpmath.mpf(ball.rad().str(5, radius=False))

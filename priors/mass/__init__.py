@@ -35,10 +35,10 @@ import mpmath
 
 from priors.classify import Classification
 from priors.content_bounds import distant_mass_bounds, window_mass_bounds
-from priors.encodings.base import GUARD_DPS, Encoding, finite_param
+from priors.encodings.base import GUARD_DPS, Encoding
 from priors.harmonic import DEFAULT_DPS
 from priors.precision import guarded
-from priors.validation import check_dps, check_window_length
+from priors.validation import check_dps, check_score_bound, check_window_length
 
 __all__ = ["MassReport", "mass_report", "masses"]
 
@@ -150,10 +150,7 @@ def _check_inputs(
     if not isinstance(enc, Encoding):
         raise ValueError(f"enc must be an Encoding, got {type(enc).__name__}")
     w, n = check_window_length(window, length)
-    b = finite_param(score_bound, "score_bound")
-    if b < 0:
-        raise ValueError(f"score_bound must be >= 0, got {score_bound!r}")
-    return w, n, b, check_dps(dps)
+    return w, n, check_score_bound(score_bound), check_dps(dps)
 
 
 @guarded(GUARD_DPS)

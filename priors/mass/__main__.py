@@ -46,13 +46,23 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from priors.cli import Parser, UsageError, argtype, count, echo, emit, read_text, real, run
+from priors.cli import (
+    Parser,
+    UsageError,
+    argtype,
+    count,
+    echo,
+    emit,
+    read_text,
+    real,
+    run,
+    score_bound,
+)
+from priors.validation import DPS_MAX, DPS_MIN, SCORE_CAP_TEXT
 
 __all__ = ["main"]
 
 PROG = "priors.mass"
-#: Largest --dps accepted (as the margin command: beyond it the cost grows for no gain).
-DPS_MAX = 1000
 #: Largest file read by --table / --values (bytes).
 FILE_LIMIT = 1 << 24
 
@@ -71,18 +81,9 @@ _REQUIRED = {"t5": ("table",), "user": ("values",)}
 
 
 _real = argtype(lambda t: real(t, exact=True))
+_dps = argtype(lambda t: count(t, minimum=DPS_MIN, maximum=DPS_MAX))
 _count = argtype(count)
 _positive_count = argtype(lambda t: count(t, minimum=1))
-
-
-def _dps(text: str) -> int:
-    try:
-        value = count(text, maximum=10**9)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not 5 <= value <= DPS_MAX:
-        raise argparse.ArgumentTypeError(f"must lie in [5, {DPS_MAX}], got {value}")
-    return value
 
 
 def _parser() -> Parser:
@@ -98,10 +99,10 @@ def _parser() -> Parser:
         "--length", required=True, type=_positive_count, nargs="+",
         help="query length(s) l >= W, up to 1e18",
     )
-    p.add_argument("--score-bound", type=_real, default=0.0,
-                   help="content-score bound B >= 0 (default 0)")
+    p.add_argument("--score-bound", type=argtype(score_bound), default=0.0,
+                   help=f"content-score bound 0 <= B <= {SCORE_CAP_TEXT} (default 0)")
     p.add_argument("--dps", type=_dps, default=30,
-                   help=f"decimal digits, 5 to {DPS_MAX} (default 30)")
+                   help=f"decimal digits, {DPS_MIN} to {DPS_MAX} (default 30)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
         "--certify",

@@ -94,7 +94,7 @@ def test_sandwich_reports_its_digits(capsys):
         (["--encoding", "t5", "--window", "4", "--length", "8", "--table", "/nonexistent"],
          "--table"),
         (["--encoding", "nope", "--window", "4", "--length", "8", "--score-bound", "-1"],
-         "score_bound"),
+         "--score-bound"),
         (["--encoding", "nope", "--window", "4", "--length", "8", "--dps", "1"], "dps"),
         (["--encoding", "nope", "--window", "2.5", "--length", "8"], "window"),
         (["--encoding", "what", "--window", "4", "--length", "8"], "encoding"),
