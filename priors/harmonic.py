@@ -74,6 +74,9 @@ _STEEP_ALPHA = 2**20
 #: Terms summed at most in that case (a ratio of consecutive terms of ``e^-1``, as for
 #: KERPLE-log at ``r1 = 1/r2``, needs about ``ln(2) prec`` of them).
 _STEEP_TERMS = 4096
+#: Euler–Maclaurin corrections at most for a huge exponent whose terms fall slowly (each
+#: gains about ``2 log10(2 pi (lo + q) / a)`` digits: 1.6 or more where it is used).
+_EM_TERMS = 800
 
 
 def power_sum(
@@ -116,10 +119,8 @@ def _power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, dps: int) -> mpma
     if hi == lo:
         return rounded(mpmath.mpf(0), dps)
     work = dps + _GUARD_DPS
-    if a > _STEEP_ALPHA and hi - lo > _DIRECT_TERMS:
-        steep = _steep_power_sum(lo, hi, a, q, work)
-        if steep is not None:
-            return rounded(steep, dps)
+    if a > _STEEP_ALPHA:
+        return rounded(_huge_exponent_sum(lo, hi, a, q, work), dps)
     for _ in range(8):
         with mpmath.workdps(work):
             if hi - lo <= _DIRECT_TERMS:
@@ -141,6 +142,65 @@ def _power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, dps: int) -> mpma
             break
         work = dps + _GUARD_DPS + math.ceil(loss) + 2
     return rounded(value, dps)
+
+
+def _huge_exponent_sum(lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, work: int) -> Any:
+    """``sum_{k=lo}^{hi-1} (k + q)^-a`` (``hi=None``: to infinity) for ``a > 2^20``, at
+    ``work`` digits, where Hurwitz zeta takes minutes (mpmath raises ``k^-a`` to an
+    integer power like ``1e308`` term by term): a few terms directly, else, by how fast the
+    terms fall (a ratio ``~ e^(-a / (lo + q))``), Euler–Maclaurin where they fall slowly
+    (``_slow_power_sum``, ``a < lo + q``) or the first terms plus a tail bound where they
+    fall fast (``_steep_power_sum``), each tried after the other fails; ``ValueError``
+    where neither converges."""
+    if hi is not None and hi - lo <= _DIRECT_TERMS:
+        extra = 8 + math.ceil(math.log10(float(a)))
+        with mpmath.workdps(work + extra):
+            return mpmath.fsum(mpmath.exp(-a * mpmath.log(d + q)) for d in range(lo, hi))
+    methods = [_slow_power_sum, _steep_power_sum]
+    if a >= lo + q:
+        methods.reverse()
+    value = methods[0](lo, hi, a, q, work)
+    if value is None:
+        value = methods[1](lo, hi, a, q, work)
+    if value is None:
+        raise ValueError(
+            f"the power sum at alpha = {mpmath.nstr(a, 17)} and shift = {mpmath.nstr(q, 17)} "
+            f"is out of reach: its terms fall too slowly for {_STEEP_TERMS} of them plus a "
+            "tail bound and too fast for Euler-Maclaurin, and Hurwitz zeta does not finish "
+            "at such an exponent"
+        )
+    return value
+
+
+def _slow_power_sum(lo: int, hi: int | None, a: Any, q: Any, work: int) -> Any:
+    """``sum_{k=lo}^{hi-1} (k + q)^-a`` by Euler–Maclaurin on ``f(x) = (x + q)^-a`` over
+    ``[lo, hi]``, for a huge exponent whose terms fall slowly (``a / (lo + q)`` below
+    ``2 pi``, where the corrections shrink): the integral, ``(f(lo) - f(hi)) / 2`` and
+    ``B_2k / (2k)! (f^(2k-1)(hi) - f^(2k-1)(lo))`` until a correction is below
+    ``10^-work`` of the sum; ``f`` is completely monotone, so the remainder is smaller
+    than that first omitted correction. Differences of nearly equal values are formed
+    with ``expm1`` of ``log1p((hi - lo) / (lo + q))``. ``None`` if ``_EM_TERMS``
+    corrections do not get there."""
+    extra = 8 + math.ceil(math.log10(float(a)))
+    with mpmath.workdps(work + extra):
+        x0 = lo + q
+        f0 = mpmath.exp(-a * mpmath.log(x0))
+
+        def drop(power: Any) -> Any:  # 1 - ((hi + q) / (lo + q))^-power, 1 to infinity
+            if hi is None:
+                return mpmath.mpf(1)
+            return -mpmath.expm1(-power * mpmath.log1p((hi - lo) / x0))
+
+        total = x0 * f0 * drop(a - 1) / (a - 1) + f0 * drop(a) / 2
+        derivative = f0 * a / x0  # |f^(2k-1)(lo)| = (a)_(2k-1) x0^(-a-2k+1)
+        for k in range(1, _EM_TERMS + 1):
+            term = mpmath.bernoulli(2 * k) / mpmath.factorial(2 * k) * derivative
+            term *= drop(a + 2 * k - 1)
+            total += term
+            if abs(term) <= abs(total) * mpmath.mpf(10) ** (-work):
+                return total
+            derivative *= (a + 2 * k - 1) * (a + 2 * k) / x0**2
+    return None
 
 
 def _steep_power_sum(
@@ -221,7 +281,6 @@ def exact_arb(value: object) -> flint.arb:
     if isinstance(value, Fraction):
         return flint.arb(value.numerator) / flint.arb(value.denominator)
     return flint.arb(str(value))
-
 
 
 def _steep_power_sum_arb(
@@ -340,6 +399,14 @@ def power_sum_arb(
             return value
         if not exact_input and value.is_finite() and work > 4 * prec + 256:
             return value  # accuracy limited by the width of alpha itself
+        if a > _STEEP_ALPHA and not value.is_finite():
+            # Arb's zeta at such exponents costs ~10x per doubling and stays [+/- inf]
+            shown = exact_arb(shift).mid().str(17)
+            raise ValueError(
+                f"no certified enclosure of the power sum at alpha = {alpha} and shift = "
+                f"{shown}: its terms fall too slowly for {_STEEP_TERMS} of them plus a tail "
+                "bound to carry it, and Arb's Hurwitz zeta gives none at such an exponent"
+            )
         work *= 2
     if not value.is_finite():
         raise ValueError(f"alpha ball {alpha} contains 1: the difference is undefined there")

@@ -51,6 +51,7 @@ __all__ = [
     "MAX_SCORE_BOUND",
     "SCORE_CAP_TEXT",
     "as_count",
+    "as_float",
     "as_real",
     "as_real_vector",
     "check_dps",
@@ -216,12 +217,23 @@ def score_bound_from_text(text: object) -> float:
     return out
 
 
+def as_float(value: object, name: str) -> float:
+    """``float(value)`` of a real ``value``; ``ValueError`` naming ``name`` where it
+    overflows the float range (an integer like ``10**400``)."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        raise ValueError(
+            f"{name} = {echo(value)} overflows the float range (|x| <= 1.8e308)"
+        ) from None
+
+
 def check_score_bound(value: object, name: str = "score_bound") -> float:
     """The content-score bound ``B`` (docs/theory.md §5): a float64 (given as a float or
     an integer it holds exactly) with ``0 <= B <= MAX_SCORE_BOUND``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a finite real number, got {echo(value)}")
-    out = float(value)
+    out = as_float(value, name)
     if not math.isfinite(out):
         raise ValueError(f"{name} must be a finite real number, got {echo(value)}")
     if out != value:

@@ -13,6 +13,7 @@ import sys
 import types
 
 import pytest
+from support import snapshot
 
 # ``python -m pytest`` from the repository root puts the root on sys.path: benchmarks/ is a
 # top-level folder there, not part of the installed package.
@@ -36,14 +37,6 @@ def test_refusals_run_and_write_nothing(capsys, tmp_path, argv):
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert "running" not in captured.err  # refused before any benchmark ran
     assert results.stat().st_mtime_ns == before
-
-
-def _snapshot(path):
-    """Inode, kind, link target and bytes of a path (what a refusal must leave alone)."""
-    st = os.lstat(path)
-    link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
-    data = path.read_bytes() if stat.S_ISREG(st.st_mode) else None
-    return st.st_ino, stat.S_IFMT(st.st_mode), link, data
 
 
 def _fake_margin(monkeypatch, rows):
@@ -82,14 +75,14 @@ def _make(kind, tmp_path):
 def test_out_that_is_not_a_results_file_is_refused_untouched(kind, words, tmp_path,
                                                                monkeypatch, capsys):
     path = _make(kind, tmp_path)
-    before = _snapshot(path) if os.path.lexists(path) else None
+    before = snapshot(path) if os.path.lexists(path) else None
     _fake_margin(monkeypatch, [{"new": 1}])
     assert bench_main.main(["--only", "margin", "--out", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1, captured.err
     assert captured.err.startswith("benchmarks: error: --out: ") and words in captured.err
     assert "running" not in captured.err
-    assert (_snapshot(path) if os.path.lexists(path) else None) == before
+    assert (snapshot(path) if os.path.lexists(path) else None) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ([path.name] if before else [])
 
 
@@ -118,21 +111,21 @@ def test_quick_run_never_touches_full_results(tmp_path, monkeypatch, capsys):
     full, quick = tmp_path / "results.json", tmp_path / "results_quick.json"
     monkeypatch.setattr(bench_main, "DEFAULT_OUT", {False: full, True: quick})
     full.write_text(json.dumps({"quick": False, "areas": {"masses": [{"full": 1}]}}))
-    before = _snapshot(full)
+    before = snapshot(full)
     _fake_margin(monkeypatch, [{"quick_row": 2}])
     assert bench_main.main(["--quick", "--only", "margin", "--out", str(full)]) == 2
     err = capsys.readouterr().err
     assert "holds full-run results" in err and err.count("\n") == 1
-    assert _snapshot(full) == before
+    assert snapshot(full) == before
     assert bench_main.main(["--quick", "--only", "margin"]) == 0
     capsys.readouterr()
-    assert _snapshot(full) == before
+    assert snapshot(full) == before
     data = json.loads(quick.read_text())
     assert data["quick"] is True and data["areas"] == {"margin": [{"quick_row": 2}]}
-    before_quick = _snapshot(quick)
+    before_quick = snapshot(quick)
     assert bench_main.main(["--only", "margin", "--out", str(quick)]) == 2
     assert "holds --quick results" in capsys.readouterr().err
-    assert _snapshot(quick) == before_quick
+    assert snapshot(quick) == before_quick
 
 
 def test_committed_results_file_has_the_form_the_command_reads():

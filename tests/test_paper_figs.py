@@ -15,7 +15,6 @@ import itertools
 import json
 import math
 import os
-import stat
 import struct
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import mpmath
 import pytest
+from support import snapshot
 
 import paper_figs
 
@@ -303,13 +303,6 @@ def test_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "not a directory" in captured.err
 
 
-def _snapshot(path: Path) -> tuple:
-    st = os.lstat(path)
-    link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
-    data = path.read_bytes() if stat.S_ISREG(st.st_mode) else None
-    return st.st_ino, stat.S_IFMT(st.st_mode), link, data
-
-
 def test_out_a_dangling_link_is_one_line_exit_2(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     link = tmp_path / "figs"
@@ -345,16 +338,16 @@ def test_out_holding_what_is_not_its_file_is_refused_untouched(
     else:
         path = out / "manifest.json"
         path.write_text('{"figures": [1]}' if kind == "malformed manifest" else "notes\n")
-    before = _snapshot(path)
+    before = snapshot(path)
     argv = ["--only", "fake_ok", "--format", "png", "--out", str(out)]
     assert paper_figs.main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     assert captured.err.startswith("paper_figs: error: --out: ") and words in captured.err
-    assert _snapshot(path) == before and sorted(p.name for p in out.iterdir()) == [path.name]
+    assert snapshot(path) == before and sorted(p.name for p in out.iterdir()) == [path.name]
     with pytest.raises(ValueError, match=r"^out: "):  # the library function likewise
         paper_figs.run(["fake_ok"], out, formats=["png"])
-    assert _snapshot(path) == before
+    assert snapshot(path) == before
 
 
 def test_bad_argument_subprocess(tmp_path: Path) -> None:

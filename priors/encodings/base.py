@@ -34,7 +34,7 @@ import numpy as np
 from priors.classify import Classification
 from priors.harmonic import DEFAULT_DPS
 from priors.precision import guarded
-from priors.validation import as_count, check_dps, check_window_length
+from priors.validation import as_count, as_float, check_dps, check_window_length
 
 if TYPE_CHECKING:  # pragma: no cover
     import flint
@@ -56,7 +56,7 @@ def finite_param(value: object, name: str) -> float:
     """A finite real parameter as ``float``; ``ValueError`` naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    out = float(value)
+    out = as_float(value, name)
     if not math.isfinite(out):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
     if out != value:  # exact comparison (Fraction, high-precision mpf): no silent rounding

@@ -31,8 +31,8 @@ from priors.classify import Classification
 from priors.encodings.base import GUARD_DPS, Encoding, FewerDigitsWarning, positive_param
 from priors.harmonic import (
     _STEEP_ALPHA,
+    _huge_exponent_sum,
     _power_sum,
-    _steep_power_sum,
     exact_arb,
     power_sum_arb,
 )
@@ -101,8 +101,9 @@ class KerpleLog(Encoding):
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
         r1 = mpmath.mpf(self.r1)
-        steep = _steep_power_sum(w, None, r1, shift, mpmath.mp.dps) if r1 > _STEEP_ALPHA else None
-        return scale * (mpmath.zeta(r1, w + shift) if steep is None else steep)
+        if r1 > _STEEP_ALPHA:  # Hurwitz zeta takes minutes at such exponents
+            return scale * _huge_exponent_sum(w, None, r1, shift, mpmath.mp.dps)
+        return scale * mpmath.zeta(r1, w + shift)
 
     def classify(self) -> Classification:
         evidence = {"test": "p-series sum (d + 1/r2)^-r1", "exponent": self.r1}

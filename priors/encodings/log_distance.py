@@ -25,7 +25,7 @@ import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
-from priors.harmonic import _STEEP_ALPHA, _power_sum, _steep_power_sum, power_sum_arb
+from priors.harmonic import _STEEP_ALPHA, _huge_exponent_sum, _power_sum, power_sum_arb
 from priors.precision import guarded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,9 +70,9 @@ class LogDistance(Encoding):
     @guarded(10)
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         a = mpmath.mpf(self.alpha)
-        steep = (_steep_power_sum(w, None, a, mpmath.mpf(1), mpmath.mp.dps)
-                 if a > _STEEP_ALPHA else None)
-        return mpmath.zeta(a, w + 1) if steep is None else steep
+        if a > _STEEP_ALPHA:  # Hurwitz zeta takes minutes at such exponents
+            return _huge_exponent_sum(w, None, a, mpmath.mpf(1), mpmath.mp.dps)
+        return mpmath.zeta(a, w + 1)
 
     def classify(self) -> Classification:
         a = self.alpha

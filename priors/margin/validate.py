@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import NamedTuple
 
 from priors.validation import (
@@ -21,6 +22,7 @@ from priors.validation import (
     SCORE_CAP_TEXT,
     as_count,
     count_from_text,
+    echo,
     real_from_text,
 )
 
@@ -87,7 +89,12 @@ def decimal_text(value: object, name: str) -> tuple[float, str]:
             text = str(value)
             number = float(text)
         else:
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:
+                raise MarginInputError(
+                    name, f"{echo(value)} overflows the float range (|x| <= 1.8e308)"
+                ) from None
             text = repr(number)
     else:
         raise MarginInputError(name, f"must be a real number, got {value!r}")
@@ -160,6 +167,13 @@ def validate_inputs(
     tol_f, tol_text = decimal_text(growth_tol, "growth_tol")
     if not 0.0 < tol_f < 1.0:
         raise MarginInputError("growth_tol", f"must lie in (0, 1), got {tol_text}")
+    if tol_f < sys.float_info.min:
+        # the search certifies G <= the largest float <= tol; among subnormals that float
+        # can be far below tol, leaving a band where nothing can be decided
+        raise MarginInputError(
+            "growth_tol",
+            f"must be >= {sys.float_info.min!r} (a normal float64), got {tol_text}",
+        )
     b_f, b_text = decimal_text(score_bound, "score_bound")
     if b_f < 0.0:
         raise MarginInputError("score_bound", f"must be >= 0, got {b_text}")

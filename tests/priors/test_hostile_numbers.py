@@ -292,19 +292,31 @@ def test_kerple_log_huge_parameters_certify_in_seconds(r):
         assert _log10_of_decimal(hi) - _log10_of_decimal(lo) <= tol
 
 
-def test_kerple_log_slow_decay_at_huge_exponent():
-    """``r1 = 1e308``, ``r2 = 1e-308``: the shift ``1/r2`` is as huge as the exponent, the
-    terms fall by about ``e^-1`` each, and neither 64 terms nor a Hurwitz zeta did it (a
-    hang). Reference: the terms ``(1 + r2 d)^-r1 = exp(-r1 log1p(r2 d))`` summed directly
-    by mpmath at 60 digits."""
+@pytest.mark.parametrize("r2", [1e-308, 1e-310, 5e-324])
+def test_kerple_log_huge_exponent_with_a_huge_shift(r2):
+    """``r1 = 1e308`` with ``1/r2`` as large or larger: the terms fall by ``e^-(r1 r2)`` each
+    (``e^-1``, ``e^-0.01``, ``e^-2e-16``), so neither a few terms nor a Hurwitz zeta did it
+    (a hang): the first terms plus a tail bound, or Euler–Maclaurin. Reference: the terms
+    ``(1 + r2 d)^-r1 = exp(-r1 log1p(r2 d))`` summed one by one by mpmath at 60 digits."""
+    from priors.certified import certified_masses
     from priors.encodings import KerpleLog
 
-    enc = KerpleLog(1e308, 1e-308)
+    enc = KerpleLog(1e308, r2)
     start = time.perf_counter()
     d = enc.distant_mass(8, 4096)
     assert time.perf_counter() - start < 30
     with mpmath.workdps(60):
-        r1, r2 = mpmath.mpf(1e308), mpmath.mpf(1e-308)
-        terms = [mpmath.exp(-r1 * mpmath.log1p(r2 * k)) for k in range(4096)]
+        r1, r2_ = mpmath.mpf(1e308), mpmath.mpf(r2)
+        terms = [mpmath.exp(-r1 * mpmath.log1p(r2_ * k)) for k in range(4096)]
         ref = mpmath.fsum(terms[8:]) / mpmath.fsum(terms)
         assert abs(d - ref) <= ref * mpmath.mpf(10) ** -25
+    if r2 == 1e-308:  # Arb: the first terms plus a tail bound, certified
+        ball = certified_masses(enc, 8, 4096).distant_mass
+        with mpmath.workdps(60):
+            assert mpmath.mpf(ball.lower().str(40, radius=False)) <= ref * (1 + 1e-30)
+            assert ref * (1 - 1e-30) <= mpmath.mpf(ball.upper().str(40, radius=False))
+    else:  # no certified enclosure is reachable there: refused in one line, not a hang
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="no certified enclosure"):
+            certified_masses(enc, 8, 4096)
+        assert time.perf_counter() - start < 30

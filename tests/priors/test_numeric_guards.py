@@ -13,6 +13,7 @@ from decimal import Decimal
 
 import mpmath
 import pytest
+from support import with_option
 
 from priors.certified import certified_masses
 from priors.encodings import ALiBi, KerpleLog, LogDistance, T5Buckets, UserBias
@@ -32,15 +33,6 @@ from priors.validation import (
 
 MASS = ["--encoding", "alibi", "--slope", "0.5", "--window", "8", "--length", "64"]
 MARGIN = ["--window", "8", "--lmax", "64", "--tol", "0.1"]
-
-
-def _with(argv: list[str], option: str, value: str) -> list[str]:
-    out = list(argv)
-    if option in out:
-        out[out.index(option) + 1] = value
-    else:
-        out += [option, value]
-    return out
 
 
 def refused(main, argv, capsys) -> str:
@@ -63,8 +55,8 @@ def test_only_ascii_decimals_are_numbers(text, capsys):
         decimal_from_text(text)
     with pytest.raises(ValueError, match="must be an integer"):
         count_from_text(text)
-    assert "must be an integer" in refused(mass_main, _with(MASS, "--window", text), capsys)
-    assert "must be an integer" in refused(margin_main, _with(MARGIN, "--window", text), capsys)
+    for main, argv in ((mass_main, MASS), (margin_main, MARGIN)):
+        assert "must be an integer" in refused(main, with_option(argv, "--window", text), capsys)
     with pytest.raises(MarginInputError, match="must be an integer"):
         select_margin(text, 64, 0.1)
 
@@ -81,9 +73,9 @@ def test_integers_and_decimals_are_read_exactly():
 def test_a_decimal_float64_would_round_is_refused_by_margin_as_by_mass(option, capsys):
     value = "0.100000000000000001"  # float64 reads 0.1
     assert float(value) == 0.1 and Decimal(value) != Decimal(repr(0.1))  # the premise
-    err = refused(margin_main, _with(MARGIN, option, value), capsys)
+    err = refused(margin_main, with_option(MARGIN, option, value), capsys)
     assert "is not a float64" in err and option in err
-    mass_err = refused(mass_main, _with(MASS, "--slope", value), capsys)
+    mass_err = refused(mass_main, with_option(MASS, "--slope", value), capsys)
     assert err.split(": ", 3)[-1] == mass_err.split(": ", 3)[-1]  # the same words
     with pytest.raises(MarginInputError, match="is not a float64"):
         select_margin(8, 64, value)
@@ -91,18 +83,18 @@ def test_a_decimal_float64_would_round_is_refused_by_margin_as_by_mass(option, c
 
 @pytest.mark.parametrize("option", ["--window", "--lmax", "--lmin"])
 def test_overflowing_integer_says_the_cap_not_inf(option, capsys):
-    err = refused(margin_main, _with(MARGIN, option, "1e400"), capsys)
+    err = refused(margin_main, with_option(MARGIN, option, "1e400"), capsys)
     assert "must be <= 1e18" in err and "inf" not in err
     if option == "--window":
-        mass_err = refused(mass_main, _with(MASS, "--window", "1e400"), capsys)
+        mass_err = refused(mass_main, with_option(MASS, "--window", "1e400"), capsys)
         assert "must be <= 1e18" in mass_err
 
 
 def test_overflowing_real_has_one_wording(capsys):
     expected = "'1e400' overflows the float range (|x| <= 1.8e308)"
-    assert expected in refused(margin_main, _with(MARGIN, "--tol", "1e400"), capsys)
-    assert expected in refused(mass_main, _with(MASS, "--slope", "1e400"), capsys)
-    assert expected in refused(mass_main, _with(MASS, "--score-bound", "1e400"), capsys)
+    assert expected in refused(margin_main, with_option(MARGIN, "--tol", "1e400"), capsys)
+    assert expected in refused(mass_main, with_option(MASS, "--slope", "1e400"), capsys)
+    assert expected in refused(mass_main, with_option(MASS, "--score-bound", "1e400"), capsys)
 
 
 # --------------------------------------------------------------------------------- caps
@@ -121,7 +113,7 @@ def test_dps_cap_is_the_same_through_api_and_commands(capsys):
     with pytest.raises(MarginInputError, match=f"must be <= {DPS_MAX}"):
         select_margin(8, 64, 0.1, dps=DPS_MAX + 1)
     for main, argv in ((mass_main, MASS), (margin_main, MARGIN)):
-        assert f"must be <= {DPS_MAX}" in refused(main, _with(argv, "--dps", "1e6"), capsys)
+        assert f"must be <= {DPS_MAX}" in refused(main, with_option(argv, "--dps", "1e6"), capsys)
 
 
 def test_the_largest_dps_runs_with_guard_digits_above_the_cap():
@@ -145,10 +137,10 @@ def test_score_bound_cap_is_the_same_everywhere(capsys):
     with pytest.raises(MarginInputError, match="must be <= 1e6"):
         select_margin(8, 64, 0.1, score_bound=over)
     for main, argv in ((mass_main, MASS), (margin_main, MARGIN)):
-        err = refused(main, _with(argv, "--score-bound", "1000001"), capsys)
+        err = refused(main, with_option(argv, "--score-bound", "1000001"), capsys)
         assert "--score-bound: must be <= 1e6, got '1000001'" in err
     # the cap itself is accepted at both commands' doors
-    assert mass_main(_with(MASS, "--score-bound", "1e6")) == 0
+    assert mass_main(with_option(MASS, "--score-bound", "1e6")) == 0
     capsys.readouterr()
 
 
@@ -197,3 +189,24 @@ def test_supremum_upper_end_never_exceeds_tol():
         e = mpmath.exp(2 * mpmath.mpf(b))
         g = e * t1 / (s_w + e * t1) - t0 / (e * s_w + t0)
         assert g <= upper <= mpmath.mpf(tol)
+
+
+def test_integers_beyond_the_float_range_are_refused_by_name():
+    """``float(10**400)`` raises ``OverflowError``; every door says which argument
+    overflows instead."""
+    big = 10**400
+    for call, name in ((lambda: ALiBi(big), "slope"), (lambda: KerpleLog(big, 1.0), "r1"),
+                       (lambda: mass_report(ALiBi(0.5), 8, 64, score_bound=big), "score_bound"),
+                       (lambda: select_margin(8, 64, big), "growth_tol")):
+        with pytest.raises(ValueError, match=f"{name}.*overflows the float range"):
+            call()
+
+
+def test_subnormal_tol_is_refused(capsys):
+    """Below the normal float range the largest float under tol can sit far below tol (for
+    ``5e-324`` about 1% below), a band the search cannot decide in: refused."""
+    with pytest.raises(MarginInputError, match="a normal float64"):
+        select_margin(8, 64, "5e-324")
+    assert "a normal float64" in refused(margin_main, with_option(MARGIN, "--tol", "1e-310"),
+                                         capsys)
+    assert select_margin(8, 64, 2.2250738585072014e-308).delta > 0  # the smallest normal
