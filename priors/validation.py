@@ -210,11 +210,19 @@ def score_bound_from_text(text: object) -> float:
     """``B`` from option text: ``real_from_text(exact=True)`` in ``[0, MAX_SCORE_BOUND]``
     (the wording of ``check_score_bound`` without the name)."""
     out = real_from_text(text, exact=True)
-    if out < 0:
-        raise ValueError(f"must be >= 0, got {echo(text)}")
-    if out > MAX_SCORE_BOUND:
-        raise ValueError(f"must be <= {SCORE_CAP_TEXT}, got {echo(text)}")
+    problem = _score_bound_range(out)
+    if problem:
+        raise ValueError(f"{problem}, got {echo(text)}")
     return out
+
+
+def _score_bound_range(value: float) -> str:
+    """What is wrong with a finite ``B`` (``""`` if nothing): the one wording of the cap."""
+    if value < 0:
+        return "must be >= 0"
+    if value > MAX_SCORE_BOUND:
+        return f"must be <= {SCORE_CAP_TEXT}"
+    return ""
 
 
 def as_float(value: object, name: str) -> float:
@@ -241,10 +249,9 @@ def check_score_bound(value: object, name: str = "score_bound") -> float:
             f"{name} = {echo(value)} is not exactly a float64 (it would be read as "
             f"{out!r}); pass a float"
         )
-    if out < 0:
-        raise ValueError(f"{name} must be >= 0, got {echo(value)}")
-    if out > MAX_SCORE_BOUND:
-        raise ValueError(f"{name} must be <= {SCORE_CAP_TEXT}, got {echo(value)}")
+    problem = _score_bound_range(out)
+    if problem:
+        raise ValueError(f"{name} {problem}, got {echo(value)}")
     return out
 
 
