@@ -27,9 +27,10 @@ The package, one job per module:
 
 * ``validate``: the input checks (``MarginInputError`` names the argument);
 * ``search``: the certified sweep, bisection and branch and bound on Arb balls;
-* ``select``: ``select_margin``, which runs the search and states what it proved;
+* ``select``: ``select_margin``, which runs the search and establishes what it proved;
 * ``result``: ``MarginResult`` and its JSON form (``to_dict``, ``to_json``);
-* ``format``: the text report (``format_result``) and table (``format_table``);
+* ``format``: the words: the text report (``format_result``), the table
+  (``format_table``) and the sentences of the evidence a result carries;
 * ``__main__``: the command line (its entry point ``main``), the only module that parses
   arguments; importing the library does not load it.
 
