@@ -24,10 +24,14 @@ margin             §7       delta* vs lmax; distant-mass growth at the selected
 
 Options: ``--out DIR`` (default ``figures/``), ``--only NAME[,NAME]``, ``--quick`` (small
 sizes, for the tests), ``--format png,pdf``. Progress goes to stderr; bad arguments give one
-line on stderr and exit status 2. Files are written to a temporary directory inside ``DIR``
-and moved into place only when every requested figure succeeded (each move is an atomic
-``os.replace``; the manifest moves last), so an interrupted or failed run leaves the previous
-files untouched. With ``--only`` the manifest keeps the other figures' entries.
+line on stderr and exit status 2, before any work: among them an ``--out`` that is not a
+writable directory (a file, a device, a dangling link) or that holds, under a name the run
+would write, something other than a regular file, or a ``manifest.json`` that is not a
+manifest (the file policy of ``priors.cli``). Files are written to a temporary directory
+inside ``DIR`` and moved into place only when every requested figure succeeded (each move an
+atomic rename over a regular file only; the manifest moves last), so an interrupted or failed
+run leaves the previous files untouched. With ``--only`` the manifest keeps the other
+figures' entries.
 
 Matplotlib is imported only inside the plotting functions, through ``matplotlib.figure.Figure``
 with an Agg canvas (no pyplot, no global backend switch); torch and ``proofs_check`` only
@@ -41,7 +45,6 @@ import hashlib
 import importlib.util
 import json
 import math
-import os
 import platform
 import shutil
 import subprocess
@@ -55,8 +58,18 @@ from typing import Any
 
 import numpy as np
 
-from priors.cli import Parser, UsageError, check_writable_dir, echo
-from priors.cli import progress as _stderr_line
+from priors.cli import (
+    MapOf,
+    Parser,
+    Record,
+    UsageError,
+    check_output_dir,
+    check_output_file,
+    echo,
+    progress,
+    read_json_file,
+    replace_output,
+)
 from priors.cli import run as run_cli
 
 __all__ = [
@@ -150,7 +163,7 @@ def rho_label(rho: float) -> str:
 
 
 def _progress(message: str) -> None:
-    _stderr_line(PROG, message)  # never raises, even on a closed stderr
+    progress(PROG, message)  # never raises, even on a closed stderr
 
 
 def _log_grid(lo: float, hi: float, per_decade: float) -> np.ndarray:
@@ -175,11 +188,12 @@ def _loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
 # Figure 1 (docs/theory.md §1): the causal obstruction.
 # ---------------------------------------------------------------------------------------------
 def compute_obstruction(quick: bool = False) -> dict[str, Any]:
-    """Diagonal mass of the batch unbalanced plan vs rho, and the prefix leak (docs/theory.md §1, §2.3).
+    """Diagonal mass of the batch unbalanced plan vs rho, and the prefix leak
+    (docs/theory.md §1, §2.3).
 
     Panel (a): ``trace(P)/n`` of ``batch_unbalanced_sinkhorn`` on constant scores ``S = 0`` at
-    ``n = 32`` (docs/theory.md §1: 0.16933, 0.31476, 0.60784, 0.86515 at rho = 0.5, 0.9, 0.99, 0.999),
-    beside ``trace(A)/n`` of the prefix-consistent operator ``causal_ot_attention``.
+    ``n = 32`` (docs/theory.md §1: 0.16933, 0.31476, 0.60784, 0.86515 at rho = 0.5, 0.9, 0.99,
+    0.999), beside ``trace(A)/n`` of the prefix-consistent operator ``causal_ot_attention``.
     Panel (b): the leak ``max_{m, l, j <= m} |P_n[l,j] - P_m[l,j]|`` between the plan on the
     whole random-score sequence and the plan on its prefixes of length ``m``, for both
     constructions (the operator's is 0 up to round-off, Proposition 2.3), measured by
@@ -222,7 +236,8 @@ def compute_obstruction(quick: bool = False) -> dict[str, Any]:
             "scores_trace": "constant 0",
             "scores_leak": "standard normal, torch.Generator seed 1, float64",
             "prefix_lengths": prefixes,
-            "omitted": "rho = 0.9999 (docs/theory.md: 0.97169) needs ~2.6e5 sweeps, about 10 s here",
+            "omitted": "rho = 0.9999 (docs/theory.md: 0.97169) needs ~2.6e5 sweeps, "
+                       "about 10 s here",
             "dtype": "float64",
             "device": "cpu",
         },
@@ -939,23 +954,45 @@ def render(spec: FigureSpec, data: Mapping[str, Any], directory: Path,
     return names
 
 
+#: Largest previous manifest read (bytes; the full one is about 1 MB).
+MANIFEST_LIMIT = 1 << 26
+#: The form of ``manifest.json`` (what a previous one must have to be kept).
+MANIFEST_SHAPE = Record(required={"figures": MapOf(dict)})
+
+
+def _file_names(names: Sequence[str], formats: Sequence[str]) -> list[str]:
+    return [f"{FIGURES[n].stem}.{fmt}" for n in names for fmt in formats] + ["manifest.json"]
+
+
+def check_destination(out: object, names: Sequence[str], formats: Sequence[str],
+                      argument: str = "out") -> tuple[Path, dict[str, Any]]:
+    """Before any work: ``out`` is an output directory (``priors.cli.check_output_dir``),
+    every file the run would replace in it is a regular file or absent, and a previous
+    ``manifest.json`` is a manifest (size cap, form check). Returns ``(out, the previous
+    manifest's figures)``; ``PathError`` naming ``argument`` otherwise."""
+    directory = check_output_dir(out, argument)
+    if not directory.is_dir():
+        return directory, {}
+    for name in _file_names(names, formats):
+        check_output_file(directory / name, argument)
+    old = read_json_file(directory / "manifest.json", argument, limit=MANIFEST_LIMIT,
+                         shape=MANIFEST_SHAPE)
+    figures = {} if old is None else {k: v for k, v in old["figures"].items() if k in FIGURES}
+    return directory, figures
+
+
 def run(names: Sequence[str], out: Path, *, quick: bool = False,
         formats: Sequence[str] = ("png", "pdf")) -> dict[str, Any]:
     """Compute and draw the figures ``names`` into ``out`` atomically; return the manifest.
 
-    Everything is written to a temporary directory inside ``out`` first and moved into
-    place (``os.replace``, manifest last) only after every figure succeeded.
+    ``out`` is checked first (``check_destination``: ``PathError`` if it or a file it would
+    replace is not a regular file or directory, or its manifest is malformed). Everything
+    is written to a temporary directory inside ``out`` and moved into place
+    (``priors.cli.replace_output``, manifest last) only after every figure succeeded.
     """
+    out, kept = check_destination(out, names, formats)
     out.mkdir(parents=True, exist_ok=True)
-    manifest_path = out / "manifest.json"
-    manifest: dict[str, Any] = {"figures": {}}
-    if manifest_path.exists():
-        try:
-            old = json.loads(manifest_path.read_text())
-            if isinstance(old, dict) and isinstance(old.get("figures"), dict):
-                manifest["figures"] = {k: v for k, v in old["figures"].items() if k in FIGURES}
-        except (OSError, ValueError):
-            pass
+    manifest: dict[str, Any] = {"figures": kept}
     vers = versions()
     tmp = Path(tempfile.mkdtemp(prefix=".paper_figs-", dir=out))
     try:
@@ -991,41 +1028,20 @@ def run(names: Sequence[str], out: Path, *, quick: bool = False,
         manifest["precision"] = ("numbers are float64 roundings of the library's results "
                                  "(mpmath values computed at the dps stated in params)")
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        for name in written:
-            os.replace(tmp / name, out / name)
-        os.replace(tmp / "manifest.json", manifest_path)
+        for name in [*written, "manifest.json"]:
+            replace_output(tmp / name, out / name, "out")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 
-_UsageError = UsageError  # bad arguments: one line on stderr, exit status 2 (priors.cli)
-
-
-def _check_out(text: str) -> Path:
-    """``--out`` before any work: a directory, existing and writable, or creatable under
-    a writable existing directory."""
-    if not text.strip():
-        raise _UsageError("--out: empty path")
-    out = Path(text)
-    if out.exists() and not out.is_dir():
-        raise _UsageError(f"--out {echo(text)} exists and is not a directory")
-    probe = out
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise _UsageError(f"--out: {echo(str(probe))} is not a directory")
-    check_writable_dir(str(probe), "--out")
-    return out
-
-
 def _parse_list(text: str, allowed: Sequence[str], what: str) -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
-        raise _UsageError(f"{what} must be a comma-separated list, got {echo(text)}")
+        raise UsageError(f"{what} must be a comma-separated list, got {echo(text)}")
     bad = [t for t in items if t not in allowed]
     if bad:
-        raise _UsageError(f"unknown {what} {echo(bad[0])} (choose from {', '.join(allowed)})")
+        raise UsageError(f"unknown {what} {echo(bad[0])} (choose from {', '.join(allowed)})")
     return list(dict.fromkeys(items))
 
 
@@ -1046,30 +1062,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python paper_figs.py [--out DIR] [--only NAME,...] [--quick] [--format]``.
 
-    Returns 0 on success, 2 on bad arguments (one line on stderr; an unwritable ``--out``
-    included), 1 if a figure failed (one line on stderr; nothing is written); a closed
-    pipe as in ``priors.cli``.
+    Returns 0 on success, 2 on bad arguments (one line on stderr, nothing computed or
+    written; an ``--out`` that is not a writable directory, or holds a file the run would
+    replace that is not a regular file, or a malformed manifest, included), 1 if a figure
+    failed (one line on stderr; nothing is written); a closed pipe as in ``priors.cli``.
     """
     return run_cli(PROG, _main, argv)
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        names = (list(FIGURES) if args.only is None
-                 else _parse_list(args.only, list(FIGURES), "figure"))
-        formats = _parse_list(args.format, FORMATS, "format")
-        out = _check_out(args.out)
-        missing = [m for m in ("torch", "matplotlib") if importlib.util.find_spec(m) is None]
-        if missing:
-            raise _UsageError(
-                f"{' and '.join(missing)} not installed; pip install -e '.[torch,plot]'"
-            )
-    except _UsageError as exc:
-        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
+    args = build_parser().parse_args(argv)
+    names = (list(FIGURES) if args.only is None
+             else _parse_list(args.only, list(FIGURES), "figure"))
+    formats = _parse_list(args.format, FORMATS, "format")
+    out, _ = check_destination(args.out, names, formats, "--out")
+    missing = [m for m in ("torch", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(f"{' and '.join(missing)} not installed; pip install -e '.[torch,plot]'")
     t0 = time.perf_counter()
     try:
         run(names, out, quick=args.quick, formats=formats)

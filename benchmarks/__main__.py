@@ -2,16 +2,24 @@
 
 Collects ``run(quick)`` from ``benchmarks.margin``, ``benchmarks.masses`` and
 ``benchmarks.operators``, times ``python -m proofs_check`` and ``python paper_figs.py`` end to
-end, prints one table per area and writes ``benchmarks/results.json`` (atomically) with the
-machine description (``machine``: this run's; ``machine_by_area``: each area's, since
-``--only`` keeps the areas measured in earlier runs, possibly on another machine). Timings are
-medians of at least 5 runs after a warm-up (each area's own module states its repeats), with
-min and max beside them.
+end, prints one table per area and writes the results file with the machine description
+(``machine``: this run's; ``machine_by_area``: each area's, since ``--only`` keeps the areas
+measured in earlier runs, possibly on another machine). Timings are medians of at least 5
+runs after a warm-up (each area's own module states its repeats), with min and max beside
+them.
+
+The results file (``--out``) follows the file policy of ``priors.cli``, checked before any
+benchmark runs: a regular ``.json`` file (or none yet) in a writable directory; a previous
+file is read with a size cap (``RESULTS_LIMIT``) and its form checked (``RESULTS_SHAPE``), so
+a device, a FIFO, a directory or a file this command did not write is refused by name, and
+the new file replaces it atomically. A file holds the numbers of one kind of run only
+(``"quick"``): a full run goes to ``benchmarks/results.json`` by default, a ``--quick`` run to
+``benchmarks/results_quick.json``, and a run whose kind differs from the file's is refused,
+so a quick run never overwrites or mixes into full-run numbers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -25,18 +33,35 @@ from pathlib import Path
 from typing import Any
 
 from priors.cli import (
+    ListOf,
+    MapOf,
     OutputError,
     Parser,
+    PathError,
+    Record,
     UsageError,
-    check_writable_dir,
+    check_output_file,
     echo,
     emit,
     progress,
+    read_json_file,
     run,
+    write_atomic,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 AREAS = ("margin", "masses", "operators", "end_to_end", "diagnose")
+#: Where a full run and a ``--quick`` run write by default (never the same file).
+DEFAULT_OUT = {False: ROOT / "benchmarks" / "results.json",
+               True: ROOT / "benchmarks" / "results_quick.json"}
+#: Largest previous results file read (bytes; the full file is about 50 KB).
+RESULTS_LIMIT = 1 << 24
+#: The form of a results file this command writes (what a previous one must have).
+RESULTS_SHAPE = Record(
+    required={"quick": bool, "areas": MapOf(ListOf(dict))},
+    optional={"machine": (dict, type(None)), "machine_by_area": MapOf((dict, type(None))),
+              "notes": MapOf(str), "recorded_runs": ListOf(dict)},
+)
 
 
 def describe_machine() -> dict[str, Any]:
@@ -143,50 +168,28 @@ def print_table(area: str, rows: list[dict[str, Any]]) -> None:
 PROG = "benchmarks"
 
 
-def _check_out(text: str) -> Path:
-    """``--out`` validated before any benchmark runs: a file path whose directory exists
-    and is writable (``UsageError`` otherwise)."""
-    if not text.strip():
-        raise UsageError("--out: empty path")
-    out = Path(text)
-    if out.is_dir():
-        raise UsageError(f"--out: {echo(text)} is a directory, not a file")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"--out: directory {echo(str(parent))} does not exist")
-    check_writable_dir(str(parent), "--out")
-    if out.exists() and not os.access(out, os.W_OK):
-        raise UsageError(f"--out: {echo(text)} is not writable")
-    return out
-
-
-def _previous_results(out: Path) -> dict[str, Any]:
-    """What ``out`` already holds (a dict with ``areas``), else an empty dict."""
-    try:
-        data = json.loads(out.read_text())
-    except (OSError, ValueError):
+def _previous_results(out: Path, quick: bool) -> dict[str, Any]:
+    """What ``out`` already holds (``{}`` if nothing): read with the size cap and form
+    check of ``read_json_file`` and refused (``PathError``) if it holds the other kind of
+    run (module docstring)."""
+    data = read_json_file(out, "--out", limit=RESULTS_LIMIT, shape=RESULTS_SHAPE)
+    if data is None:
         return {}
-    return data if isinstance(data, dict) and isinstance(data.get("areas"), dict) else {}
-
-
-def _write_results(out: Path, results: dict[str, Any]) -> None:
-    """Atomically: a temporary file beside ``out``, then ``os.replace``; removed on failure."""
-    fd, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=".results-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(results, fh, indent=2, default=str)
-        os.replace(tmp_name, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
+    if data["quick"] != quick:
+        held, this = ("--quick", "a full") if data["quick"] else ("full-run", "a --quick")
+        raise PathError("--out", (
+            f"{echo(str(out), 200)} holds {held} results and {this} run does not replace or "
+            f"mix into them; name another --out (a --quick run writes "
+            f"{DEFAULT_OUT[True]} by default)"
+        ))
+    return data
 
 
 def _print_readme(out: Path) -> int:
     """``--readme``: the README block of ``benchmarks.readme`` from the results in ``out``."""
     from benchmarks.readme import readme_block
 
-    results = _previous_results(out)
+    results = read_json_file(out, "--out", limit=RESULTS_LIMIT, shape=RESULTS_SHAPE)
     if not results:
         raise UsageError(f"--readme: no benchmark results in {echo(str(out))}")
     emit(readme_block(results))
@@ -197,14 +200,17 @@ def _main(argv: list[str] | None) -> int:
     parser = Parser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run (small sizes, few repeats)")
     parser.add_argument("--only", default=",".join(AREAS), help=f"comma list from {AREAS}")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"),
-                        help="results file (default benchmarks/results.json)")
+    parser.add_argument(
+        "--out", default=None,
+        help="results file (.json; default benchmarks/results.json, with --quick "
+        "benchmarks/results_quick.json); a file of the other kind of run is refused",
+    )
     parser.add_argument("--readme", action="store_true",
                         help="print the README's performance tables from the results file "
                              "(--out) and exit; nothing is run or written")
     args = parser.parse_args(argv)
     if args.readme:
-        return _print_readme(Path(args.out))
+        return _print_readme(Path(DEFAULT_OUT[False] if args.out is None else args.out))
     items = [a.strip() for a in args.only.split(",")]
     if not args.only.strip() or any(not a for a in items):
         raise UsageError(f"--only: empty area in {echo(args.only)}; choose from {AREAS}")
@@ -212,11 +218,14 @@ def _main(argv: list[str] | None) -> int:
     if unknown:
         raise UsageError(f"--only: unknown area(s) {echo(unknown)}; choose from {AREAS}")
     areas = list(dict.fromkeys(items))
-    out = _check_out(args.out)  # before minutes of benchmarks, not after
+    # before minutes of benchmarks, not after
+    out = check_output_file(
+        DEFAULT_OUT[args.quick] if args.out is None else args.out, "--out", suffixes=(".json",)
+    )
     # --only updates its areas in --out and keeps the others (and any recorded runs and notes);
     # "machine" is this run's, "machine_by_area" where each kept area was measured (areas
     # from a file without it are taken to be the file's "machine")
-    results: dict[str, Any] = _previous_results(out)
+    results: dict[str, Any] = _previous_results(out, args.quick)
     by_area = results.setdefault("machine_by_area", {})
     for kept in results.get("areas", {}):
         by_area.setdefault(kept, results.get("machine"))
@@ -235,9 +244,9 @@ def _main(argv: list[str] | None) -> int:
         progress(PROG, f"[{i}/{len(areas)}] {area}: done ({time.perf_counter() - start:.1f} s)")
         print_table(area, rows)
     try:
-        _write_results(out, results)
+        write_atomic(out, json.dumps(results, indent=2, default=str), "--out")
     except OSError as exc:
-        raise OutputError(f"cannot write {echo(str(out))}: {exc.strerror}") from None
+        raise OutputError(f"cannot write {echo(str(out), 200)}: {exc.strerror}") from None
     progress(PROG, f"wrote {out}")
     return 0
 

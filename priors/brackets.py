@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 import mpmath
 from mpmath import libmp
 
-from priors.harmonic import DEFAULT_DPS, exact_arb, harmonic_number
+from priors.harmonic import DEFAULT_DPS, _power_sum, exact_arb
 from priors.validation import as_count, as_real, check_dps, check_window_length
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -283,12 +283,17 @@ def euler_maclaurin_bracket(
     ...     bool(lo <= exact <= hi and (hi - lo) / exact < 1e-29)
     True
     """
+    return _euler_maclaurin_bracket(
+        as_count(m, "m"), _positive_alpha(alpha), _check_terms(terms), check_dps(dps)
+    )
+
+
+def _euler_maclaurin_bracket(
+    m: int, a: float | mpmath.mpf, p: int | None, dps: int
+) -> tuple[mpmath.mpf, mpmath.mpf]:
+    """``euler_maclaurin_bracket`` for arguments validated by the caller."""
     import flint
 
-    m = as_count(m, "m")
-    a = _positive_alpha(alpha)
-    p = _check_terms(terms)
-    dps = check_dps(dps)
     bits = _bits(dps)
     work = bits + _GUARD_BITS
     for _ in range(6):
@@ -324,18 +329,22 @@ def window_mass_brackets(
     >>> bool(ilo <= elo <= ehi <= ihi)
     True
     """
+    w, n = check_window_length(window, length)
+    return _window_mass_brackets(w, n, _positive_alpha(alpha), check_dps(dps))
+
+
+def _window_mass_brackets(w: int, n: int, a: float | mpmath.mpf, dps: int) -> dict[str, Bracket]:
+    """``window_mass_brackets`` for arguments validated by the caller
+    (``LogDistance._series_brackets`` inside ``priors.mass.mass_report``)."""
     import flint
 
-    w, n = check_window_length(window, length)
-    a = _positive_alpha(alpha)
-    dps = check_dps(dps)
     out: dict[str, Bracket] = {}
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
         lw, uw = _integral_arb(w, exact_arb(a))
         ln, un = _integral_arb(n, exact_arb(a))
         out["integral"] = _outward(lw.lower() / un.upper(), uw.upper() / ln.lower(), dps)
-    ew = euler_maclaurin_bracket(w, a, dps=dps + 5)
-    en = euler_maclaurin_bracket(n, a, dps=dps + 5)
+    ew = _euler_maclaurin_bracket(w, a, None, dps + 5)
+    en = _euler_maclaurin_bracket(n, a, None, dps + 5)
     with flint.ctx.workprec(_bits(dps) + _GUARD_BITS):
         lo = _mpf_arb(ew[0]) / _mpf_arb(en[1])
         hi = _mpf_arb(ew[1]) / _mpf_arb(en[0])
@@ -419,7 +428,8 @@ def near_one_limit(window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmat
     """
     w, n = check_window_length(window, length)
     dps = check_dps(dps)
-    num = harmonic_number(w, 1, dps=dps + 5)
-    den = harmonic_number(n, 1, dps=dps + 5)
+    one = mpmath.mpf(1)
+    num = _power_sum(0, w, one, one, dps + 5)  # H_W, with guard digits past DPS_MAX too
+    den = _power_sum(0, n, one, one, dps + 5)
     with mpmath.workdps(dps):
         return num / den

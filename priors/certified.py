@@ -62,9 +62,8 @@ from typing import Any
 import flint
 
 from priors.content_bounds import distant_mass_bounds, window_mass_bounds
-from priors.encodings.base import check_window_length, finite_param
 from priors.harmonic import exact_arb
-from priors.validation import check_prec
+from priors.validation import check_prec, check_score_bound, check_window_length
 
 __all__ = [
     "CERTIFIED_ENCODINGS",
@@ -167,8 +166,15 @@ def outward_decimal(ball: flint.arb, digits: int) -> tuple[str, str]:
     out = []
     for value, rounding in ((mid - rad, ROUND_FLOOR), (mid + rad, ROUND_CEILING)):
         ctx = Context(prec=int(digits), rounding=rounding, Emax=MAX_EMAX, Emin=MIN_EMIN)
-        rounded = ctx.plus(Decimal(f"{value}E{exp}"))  # the constructor is exact
-        out.append(str(rounded).replace("E", "e"))
+        rounded = ctx.plus(Decimal(value))  # an integer: exact, then rounded
+        sign, kept, shift = rounded.as_tuple()
+        scale = shift + exp  # a Python integer: no exponent range to leave
+        if MIN_EMIN < scale + len(kept) and scale + len(kept) < MAX_EMAX:
+            out.append(str(Decimal((sign, kept, scale))).replace("E", "e"))
+        else:  # beyond decimal's exponent range (a mass like 1e-10^21): written by hand
+            body = "".join(map(str, kept))
+            point = f"{body[0]}.{body[1:]}" if len(body) > 1 else body
+            out.append(f"{'-' if sign else ''}{point}e{scale + len(kept) - 1:+d}")
     return out[0], out[1]
 
 
@@ -213,9 +219,7 @@ def certified_masses(
     """
     check_certifiable(enc)
     w, n = check_window_length(window, length)
-    b = finite_param(score_bound, "score_bound")
-    if b < 0:
-        raise ValueError(f"score_bound must be >= 0, got {score_bound!r}")
+    b = check_score_bound(score_bound)
     prec = check_prec(prec)
     if prec > 100_000:
         raise ValueError(f"prec must be <= 100000, got {prec}")

@@ -20,9 +20,8 @@ Three ways to decide:
   ``p`` is within ``margin`` of 1 or the range is too short to say.
 
 This module is a leaf: the value type ``Classification`` that every encoding returns and
-the numeric test, on numpy alone (it imports no encoding). ``classify`` and
-``symbolic_label`` moved to ``priors.symbolic``; ``priors.classify.classify`` and
-``priors.classify.symbolic_label`` still reach them there (imported on first use).
+the numeric test, on numpy alone (it imports no encoding). The symbolic test of an
+encoding (``classify``, ``symbolic_label``) is ``priors.symbolic``.
 
 >>> import numpy as np
 >>> c = classify_values(-2.0 * np.log1p(np.arange(4096.0)))
@@ -49,9 +48,6 @@ __all__ = [
     "Classification",
     "classify_values",
 ]
-
-#: Names that moved to ``priors.symbolic`` (sympy), still reachable here on first use.
-_MOVED_TO_SYMBOLIC = frozenset({"classify", "symbolic_label"})
 
 LABELS = ("summable", "dilutes", "inconclusive")
 #: Default margin around the critical exponent 1 inside which numeric evidence does not decide.
@@ -159,11 +155,3 @@ def classify_values(
     evidence["reason"] = f"tail exponent within {margin} of 1: the evidence does not decide"
     return Classification("inconclusive", "unknown", evidence, "numeric")
 
-
-def __getattr__(name: str) -> Any:
-    # the sympy cross-check at its old path, imported on first use (this module stays a leaf)
-    if name in _MOVED_TO_SYMBOLIC:
-        from priors import symbolic
-
-        return getattr(symbolic, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,9 +7,11 @@ line, ``PROG: error: cannot write the output: ...``, and status 1; Ctrl-C is sta
 
 * ``Parser``: ``argparse`` whose errors raise ``UsageError`` (no usage block), and which
   reads ``-inf``, ``-1e5`` or ``-nan`` after an option as a value, not as an option.
-* ``real``, ``count``, ``digits_option``: option types with the wording shared by every
-  command (``1e400`` overflows the float range, ``1e-400`` underflows it, integers are
-  parsed exactly, long inputs are echoed truncated).
+* ``real``, ``count``, ``score_bound``: the readers of option text
+  (``priors.validation.real_from_text``, ``count_from_text``, ``score_bound_from_text``),
+  so that commands and the library read, cap and word numbers alike (ASCII decimals only,
+  ``1e400`` overflows the float range, ``1e-400`` underflows it, integers are parsed
+  exactly, long inputs are echoed truncated); ``argtype`` makes an argparse type of them.
 * ``run(prog, body, argv)``: calls ``body(argv)`` and turns the exceptions above into the
   contract; ``emit(text)`` writes stdout so that a closed pipe or a full disk is caught.
 * ``progress(prog, message)``: a line on stderr that never raises.
@@ -27,7 +29,8 @@ whose message starts with the argument's name; ``run`` reports it as bad input, 
   suffix, for the caller to write; when the block ends it is flushed to disk
   (``fsync``) and renamed over the output, which is checked once more to be a regular
   file (or absent). On an exception it is removed and the output is untouched.
-  ``write_atomic(path, data, name)`` writes text or bytes that way.
+  ``write_atomic(path, data, name)`` writes text or bytes that way; ``replace_output``
+  is the final step alone, for a writer that prepares several files before moving them.
 * ``check_output_dir(path, name)``: an output directory, existing or to be created under
   an existing writable directory (a file, device or dangling link there is refused).
 * ``read_json_file(path, name, limit=..., shape=...)``: a previous results file, ``None``
@@ -37,17 +40,16 @@ whose message starts with the argument's name; ``run`` reports it as bad input, 
   not make is never silently replaced. ``read_text`` reads an input file the same way
   (regular files only, at most ``limit`` bytes).
 
-Imports only the standard library (the margin command must stay light).
+Imports only the standard library and ``priors.validation`` (the margin command must stay
+light: no torch, sympy or matplotlib).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import decimal
 import errno
 import json
-import math
 import os
 import re
 import stat
@@ -57,8 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from priors.validation import count_from_text as count
+from priors.validation import echo
+from priors.validation import real_from_text as real
+from priors.validation import score_bound_from_text as score_bound
+
 __all__ = [
-    "MAX_COUNT",
     "ListOf",
     "MapOf",
     "OutputError",
@@ -71,23 +77,19 @@ __all__ = [
     "check_output_dir",
     "check_output_file",
     "check_shape",
-    "check_writable_dir",
     "count",
     "echo",
     "emit",
-    "exact_real",
     "progress",
     "read_json_file",
     "read_text",
     "real",
+    "replace_output",
     "run",
+    "score_bound",
     "write_atomic",
 ]
 
-#: Largest count accepted by ``count`` (lengths and windows, docs/theory.md §5: up to 1e18).
-MAX_COUNT = 10**18
-#: Longest echo of a user's value inside a message.
-_ECHO = 40
 _NUMBER = re.compile(r"^-(\d|\.\d|inf(inity)?$|nan$)", re.IGNORECASE)
 
 
@@ -152,67 +154,6 @@ def argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
     convert.__name__ = getattr(parse, "__name__", "value")
     return convert
-
-
-def echo(text: object, limit: int = _ECHO) -> str:
-    """``repr`` of a user's value, shortened to about ``limit`` characters."""
-    out = repr(text)
-    if len(out) > limit:
-        out = f"{out[: limit - 12]}...({len(str(text))} chars)"
-    return out
-
-
-def exact_real(text: str) -> decimal.Decimal:
-    """The decimal ``text`` exactly (``inf``/``nan`` kept); ``ValueError`` if not a number."""
-    body = text.strip()
-    try:
-        return decimal.Decimal(body)
-    except decimal.InvalidOperation:
-        raise ValueError(f"not a number: {echo(text)}") from None
-
-
-def real(text: str, *, exact: bool = False) -> float:
-    """A finite float from ``text``: the option type of every real-valued option.
-
-    ``1e400`` is refused as overflowing the float range, a nonzero value that rounds to
-    0 (``1e-400``) as underflowing it. With ``exact``, a decimal that float64 does not
-    represent as the decimal it prints as (``1.0000000000000000001`` is the float
-    ``1.0``) is refused too: say it with at most 17 significant digits.
-    """
-    value = exact_real(text)
-    if value.is_nan():
-        raise ValueError(f"must be a finite number, got {echo(text)}")
-    if value.is_infinite():
-        raise ValueError(f"must be a finite number, got {echo(text)}")
-    out = float(value)
-    if math.isinf(out):
-        raise ValueError(f"{echo(text)} overflows the float range (|x| <= 1.8e308)")
-    if out == 0 and value != 0:
-        raise ValueError(f"{echo(text)} underflows the float range (|x| >= 5e-324)")
-    if exact and decimal.Decimal(repr(out)) != value:
-        raise ValueError(
-            f"{echo(text)} is not a float64: it would be read as {out!r}; give at most "
-            "17 significant digits"
-        )
-    return out
-
-
-def count(text: str, *, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
-    """An integer from ``text``, parsed exactly (``999999999999999999``, ``1e15``, ``2**0``
-    no): decimal notation whose value is an integer in ``[minimum, maximum]``."""
-    try:
-        value = exact_real(text)
-    except ValueError:
-        raise ValueError(f"not an integer: {echo(text)}") from None
-    if not value.is_finite():
-        raise ValueError(f"not an integer: {echo(text)}")
-    if value > maximum:
-        raise ValueError(f"must be <= {maximum:.0e}, got {echo(text)}".replace("e+", "e"))
-    if value < minimum:
-        raise ValueError(f"must be >= {minimum}, got {echo(text)}")
-    if value != value.to_integral_value():
-        raise ValueError(f"not an integer: {echo(text)}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------- files
@@ -375,21 +316,33 @@ def atomic_output(path: object, name: str, *, suffixes: Sequence[str] = ()) -> I
             continue
     try:
         yield Path(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        current = _replaceable(text, name)  # the output may have changed since the check
-        if current is not None:
-            os.chmod(tmp, stat.S_IMODE(os.stat(current).st_mode))
-        os.replace(tmp, current or target)
+        replace_output(tmp, text, name)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def replace_output(source: object, path: object, name: str) -> None:
+    """Rename the finished file ``source`` over the output ``path`` (argument ``name``),
+    after flushing it to disk, if ``path`` is a regular file or absent: a link to a regular
+    file is followed (its target replaced, keeping the target's permission bits), anything
+    else is refused (``PathError``) and left as it was. ``source`` must be on the same file
+    system as the output (``atomic_output`` makes it in the output's directory)."""
+    text = _path_text(path, name)
+    src = os.fspath(source)  # type: ignore[arg-type]
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    current = _replaceable(text, name)  # the output may have changed since it was checked
+    if current is not None:
+        os.chmod(src, stat.S_IMODE(os.stat(current).st_mode))
+    destination = current or os.path.abspath(text)
+    os.replace(src, destination)
     with contextlib.suppress(OSError):  # the rename itself reaches the disk
-        dir_fd = os.open(directory, os.O_RDONLY)
+        dir_fd = os.open(os.path.dirname(destination), os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
@@ -492,25 +445,27 @@ def _matches_type(value: Any, kinds: tuple[type, ...]) -> bool:
     return isinstance(value, kinds)
 
 
-def check_shape(value: Any, shape: Any, where: str = "the document") -> None:
+def check_shape(value: Any, shape: Any, where: str = "") -> None:
     """``ValueError`` saying where ``value`` (parsed JSON) departs from ``shape``.
 
     ``shape`` is a JSON type (``dict``, ``list``, ``str``, ``int``, ``float`` (an integer
     is a number too), ``bool``, ``type(None)``), a tuple of them, ``Any`` for anything,
-    or a ``Record``, ``MapOf`` or ``ListOf``.
+    or a ``Record``, ``MapOf`` or ``ListOf``. ``where`` is the place of ``value`` in the
+    document (``['areas']['margin']``), empty for the document itself.
     """
+    place = where or "the document"
     if shape is Any:
         return
     if isinstance(shape, (Record, MapOf)):
         if not isinstance(value, dict):
-            raise ValueError(f"{where} must be an object, got {_describe(type(value))}")
+            raise ValueError(f"{place} must be an object, got {_describe(type(value))}")
         if isinstance(shape, MapOf):
             for key, item in value.items():
                 check_shape(item, shape.values, f"{where}[{key!r}]")
             return
         for key, sub in shape.required.items():
             if key not in value:
-                raise ValueError(f"{where} has no key {key!r}")
+                raise ValueError(f"{place} has no key {key!r}")
             check_shape(value[key], sub, f"{where}[{key!r}]")
         for key, sub in shape.optional.items():
             if key in value:
@@ -518,17 +473,17 @@ def check_shape(value: Any, shape: Any, where: str = "the document") -> None:
         if shape.closed:
             extra = sorted(set(value) - set(shape.required) - set(shape.optional))
             if extra:
-                raise ValueError(f"{where} has an unexpected key {extra[0]!r}")
+                raise ValueError(f"{place} has an unexpected key {extra[0]!r}")
         return
     if isinstance(shape, ListOf):
         if not isinstance(value, list):
-            raise ValueError(f"{where} must be an array, got {_describe(type(value))}")
+            raise ValueError(f"{place} must be an array, got {_describe(type(value))}")
         for i, item in enumerate(value):
             check_shape(item, shape.items, f"{where}[{i}]")
         return
     kinds = shape if isinstance(shape, tuple) else (shape,)
     if not _matches_type(value, kinds):
-        raise ValueError(f"{where} must be {_describe(shape)}, got {_describe(type(value))}")
+        raise ValueError(f"{place} must be {_describe(shape)}, got {_describe(type(value))}")
 
 
 def _no_constant(text: str) -> float:
@@ -559,14 +514,6 @@ def read_json_file(
         raise PathError(name, f"{_shown(text)} is not a file of the expected form: "
                               f"{one_line(exc, 200)}") from None
     return doc
-
-
-def check_writable_dir(path: str, option: str) -> None:
-    """``UsageError`` unless a file can be created in the directory ``path``."""
-    try:
-        _check_directory(path, option)
-    except PathError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _write_quietly(stream: Any, text: str) -> None:

@@ -69,6 +69,14 @@ _GUARD_DPS = 10
 _GUARD_BITS = 32
 #: Direct summation is used below this many terms (exact, and cheaper than two zetas).
 _DIRECT_TERMS = 64
+#: Exponents from which a steep power sum is tried as a few terms plus a tail bound.
+_STEEP_ALPHA = 2**20
+#: Terms summed at most in that case (a ratio of consecutive terms of ``e^-1``, as for
+#: KERPLE-log at ``r1 = 1/r2``, needs about ``ln(2) prec`` of them).
+_STEEP_TERMS = 4096
+#: Euler–Maclaurin corrections at most for a huge exponent whose terms fall slowly (each
+#: gains about ``2 log10(2 pi (lo + q) / a)`` digits: 1.6 or more where it is used).
+_EM_TERMS = 800
 
 
 def power_sum(
@@ -102,15 +110,17 @@ def power_sum(
     if hi < lo:
         raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
     dps = check_dps(dps)
-    a = as_real(alpha, "alpha")
-    q = as_real(shift, "shift", minimum=0)
+    return _power_sum(lo, hi, as_real(alpha, "alpha"), as_real(shift, "shift", minimum=0), dps)
+
+
+def _power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, dps: int) -> mpmath.mpf:
+    """``power_sum`` for arguments validated by the caller (``0 <= lo <= hi``, ``a`` and
+    ``q > 0`` exact ``mpf``); ``dps`` may exceed ``DPS_MAX`` by the caller's guard digits."""
     if hi == lo:
         return rounded(mpmath.mpf(0), dps)
     work = dps + _GUARD_DPS
-    if a > _STEEP_ALPHA and hi - lo > _DIRECT_TERMS:
-        steep = _steep_power_sum(lo, hi, a, q, work)
-        if steep is not None:
-            return rounded(steep, dps)
+    if a > _STEEP_ALPHA:
+        return rounded(_huge_exponent_sum(lo, hi, a, q, work), dps)
     for _ in range(8):
         with mpmath.workdps(work):
             if hi - lo <= _DIRECT_TERMS:
@@ -134,16 +144,88 @@ def power_sum(
     return rounded(value, dps)
 
 
-def _steep_power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, work: int) -> Any:
-    """The first terms of a power sum with a huge exponent, plus half the integral-test
-    bound of the rest (``[0, (K-1+q)^(1-a)/(a-1)]``), once that bound is below
-    ``10^-work`` of the first term; ``None`` if 64 terms do not get there."""
-    with mpmath.workdps(work):
-        first = (lo + q) ** (-a)
+def _huge_exponent_sum(lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, work: int) -> Any:
+    """``sum_{k=lo}^{hi-1} (k + q)^-a`` (``hi=None``: to infinity) for ``a > 2^20``, at
+    ``work`` digits, where Hurwitz zeta takes minutes (mpmath raises ``k^-a`` to an
+    integer power like ``1e308`` term by term): a few terms directly, else, by how fast the
+    terms fall (a ratio ``~ e^(-a / (lo + q))``), Euler–Maclaurin where they fall slowly
+    (``_slow_power_sum``, ``a < lo + q``) or the first terms plus a tail bound where they
+    fall fast (``_steep_power_sum``), each tried after the other fails; ``ValueError``
+    where neither converges."""
+    if hi is not None and hi - lo <= _DIRECT_TERMS:
+        extra = 8 + math.ceil(math.log10(float(a)))
+        with mpmath.workdps(work + extra):
+            return mpmath.fsum(mpmath.exp(-a * mpmath.log(d + q)) for d in range(lo, hi))
+    methods = [_slow_power_sum, _steep_power_sum]
+    if a >= lo + q:
+        methods.reverse()
+    value = methods[0](lo, hi, a, q, work)
+    if value is None:
+        value = methods[1](lo, hi, a, q, work)
+    if value is None:
+        raise ValueError(
+            f"the power sum at alpha = {mpmath.nstr(a, 17)} and shift = {mpmath.nstr(q, 17)} "
+            f"is out of reach: its terms fall too slowly for {_STEEP_TERMS} of them plus a "
+            "tail bound and too fast for Euler-Maclaurin, and Hurwitz zeta does not finish "
+            "at such an exponent"
+        )
+    return value
+
+
+def _slow_power_sum(lo: int, hi: int | None, a: Any, q: Any, work: int) -> Any:
+    """``sum_{k=lo}^{hi-1} (k + q)^-a`` by Euler–Maclaurin on ``f(x) = (x + q)^-a`` over
+    ``[lo, hi]``, for a huge exponent whose terms fall slowly (``a / (lo + q)`` below
+    ``2 pi``, where the corrections shrink): the integral, ``(f(lo) - f(hi)) / 2`` and
+    ``B_2k / (2k)! (f^(2k-1)(hi) - f^(2k-1)(lo))`` until a correction is below
+    ``10^-work`` of the sum; ``f`` is completely monotone, so the remainder is smaller
+    than that first omitted correction. Differences of nearly equal values are formed
+    with ``expm1`` of ``log1p((hi - lo) / (lo + q))``. ``None`` if ``_EM_TERMS``
+    corrections do not get there."""
+    extra = 8 + math.ceil(math.log10(float(a)))
+    with mpmath.workdps(work + extra):
+        x0 = lo + q
+        f0 = mpmath.exp(-a * mpmath.log(x0))
+
+        def drop(power: Any) -> Any:  # 1 - ((hi + q) / (lo + q))^-power, 1 to infinity
+            if hi is None:
+                return mpmath.mpf(1)
+            return -mpmath.expm1(-power * mpmath.log1p((hi - lo) / x0))
+
+        total = x0 * f0 * drop(a - 1) / (a - 1) + f0 * drop(a) / 2
+        derivative = f0 * a / x0  # |f^(2k-1)(lo)| = (a)_(2k-1) x0^(-a-2k+1)
+        for k in range(1, _EM_TERMS + 1):
+            term = mpmath.bernoulli(2 * k) / mpmath.factorial(2 * k) * derivative
+            term *= drop(a + 2 * k - 1)
+            total += term
+            if abs(term) <= abs(total) * mpmath.mpf(10) ** (-work):
+                return total
+            derivative *= (a + 2 * k - 1) * (a + 2 * k) / x0**2
+    return None
+
+
+def _steep_power_sum(
+    lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, work: int
+) -> mpmath.mpf | None:
+    """``sum_{k=lo}^{hi-1} (k + q)^-a`` (``hi=None``: to infinity) for a huge exponent
+    ``a > 1``: the first terms plus half the integral-test bound of the rest
+    (``[0, (K-1+q)^(1-a)/(a-1)]``), once that bound is below ``10^-work`` of the first
+    term; ``None`` if ``_STEEP_TERMS`` terms do not get there. Each term is
+    ``exp(-a ln(k + q))`` with ``log10(a)`` more digits (mpmath's integer powering of an
+    exponent like ``1e308`` takes seconds per term); Hurwitz zeta at such exponents is
+    as slow. Inputs validated by the caller."""
+    end = math.inf if hi is None else hi
+    extra = 8 + max(0, math.ceil(math.log10(float(a))))
+    with mpmath.workdps(work + extra):
+        def power(x: Any, e: Any) -> Any:
+            return mpmath.exp(-e * mpmath.log(x))
+
+        first = power(lo + q, a)
         partial = mpmath.mpf(0)
-        for k in range(lo, min(hi, lo + _DIRECT_TERMS)):
-            partial += (k + q) ** (-a)
-            bound = (k + q) ** (1 - a) / (a - 1)
+        for k in range(lo, min(end, lo + _STEEP_TERMS)):
+            partial += first if k == lo else power(k + q, a)
+            if k + 1 >= end:
+                return +partial
+            bound = power(k + q, a - 1) / (a - 1)
             if bound <= first * mpmath.mpf(10) ** (-work):
                 return partial + bound / 2
     return None
@@ -201,14 +283,8 @@ def exact_arb(value: object) -> flint.arb:
     return flint.arb(str(value))
 
 
-#: Exponents from which a steep power sum is tried as a few terms plus a tail bound.
-_STEEP_ALPHA = 2**20
-#: Terms summed at most in that case.
-_STEEP_TERMS = 64
-
-
 def _steep_power_sum_arb(
-    lo: int, hi: int | None, alpha: flint.arb, shift: flint.arb, prec: int
+    lo: int, hi: int | None, alpha: flint.arb, shift: object, prec: int
 ) -> flint.arb | None:
     """``sum_{k=lo}^{hi-1} (k + shift)^-alpha`` (``hi=None``: to infinity) for a huge
     exponent, where the first terms carry everything: a ball, or ``None`` if it does not
@@ -216,11 +292,14 @@ def _steep_power_sum_arb(
 
     With ``K`` terms summed, the rest is in ``[0, (K - 1 + shift)^(1-alpha) / (alpha-1)]``
     (integral test: the terms decrease), put into the ball as its radius. Arb's Hurwitz
-    zeta at such exponents (``alpha = 1e308``) does not finish.
+    zeta at such exponents (``alpha = 1e308``) does not finish. ``shift`` is taken as in
+    ``exact_arb`` at the raised precision of the terms: an inexact shift (``1/r2`` of
+    KERPLE-log, a ``Fraction``) rounded at the caller's precision would carry a relative
+    error that ``alpha`` multiplies.
     """
     import flint
 
-    if not (alpha.is_exact() and alpha > _STEEP_ALPHA and shift > 0):
+    if not (alpha.is_exact() and alpha > _STEEP_ALPHA):
         return None
     end = hi if hi is not None else math.inf
     if end <= lo:
@@ -230,6 +309,9 @@ def _steep_power_sum_arb(
         return None
     # x^-alpha = exp(-alpha ln x) needs ln x to log2(alpha) more bits than the result
     with flint.ctx.workprec(prec + 64 + math.ceil(math.log2(size))):
+        shift = exact_arb(shift)
+        if not shift > 0:
+            return None
         first = flint.arb(lo) + shift
         partial = flint.arb(0)
         k = lo
@@ -304,9 +386,7 @@ def power_sum_arb(
     if hi == lo:
         return flint.arb(0)
     work = prec + _GUARD_BITS
-    with flint.ctx.workprec(work):
-        q = exact_arb(shift)
-    steep = _steep_power_sum_arb(lo, hi, exact_arb(alpha), q, work)
+    steep = _steep_power_sum_arb(lo, hi, exact_arb(alpha), shift, work)
     if steep is not None and steep.rel_accuracy_bits() >= prec:
         return steep
     exact_input = True
@@ -319,6 +399,14 @@ def power_sum_arb(
             return value
         if not exact_input and value.is_finite() and work > 4 * prec + 256:
             return value  # accuracy limited by the width of alpha itself
+        if a > _STEEP_ALPHA and not value.is_finite():
+            # Arb's zeta at such exponents costs ~10x per doubling and stays [+/- inf]
+            shown = exact_arb(shift).mid().str(17)
+            raise ValueError(
+                f"no certified enclosure of the power sum at alpha = {alpha} and shift = "
+                f"{shown}: its terms fall too slowly for {_STEEP_TERMS} of them plus a tail "
+                "bound to carry it, and Arb's Hurwitz zeta gives none at such an exponent"
+            )
         work *= 2
     if not value.is_finite():
         raise ValueError(f"alpha ball {alpha} contains 1: the difference is undefined there")

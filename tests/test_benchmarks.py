@@ -5,10 +5,15 @@ method (direct float64 summation vs Hurwitz zeta / Arb), so a broken baseline ca
 the library look fast by computing something else.
 """
 
+import json
+import os
+import stat
 import subprocess
 import sys
+import types
 
 import pytest
+from support import snapshot
 
 # ``python -m pytest`` from the repository root puts the root on sys.path: benchmarks/ is a
 # top-level folder there, not part of the installed package.
@@ -32,6 +37,101 @@ def test_refusals_run_and_write_nothing(capsys, tmp_path, argv):
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert "running" not in captured.err  # refused before any benchmark ran
     assert results.stat().st_mtime_ns == before
+
+
+def _fake_margin(monkeypatch, rows):
+    """``benchmarks.margin`` replaced by a stub returning ``rows`` (no minutes of timing)."""
+    fake = types.SimpleNamespace(run=lambda quick=False: rows)
+    real_import = bench_main.importlib.import_module
+    monkeypatch.setattr(bench_main.importlib, "import_module",
+                        lambda name: fake if name == "benchmarks.margin" else real_import(name))
+
+
+def _make(kind, tmp_path):
+    path = tmp_path / "results.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "dangling link":
+        path.symlink_to(tmp_path / "gone" / "r.json")
+    elif kind == "issue's malformed file":
+        path.write_text('{"areas": {"margin": "x"}, "machine_by_area": [], "quick": false}')
+    elif kind == "not JSON":
+        path.write_text("these are my notes, not results\n")
+    elif kind == "JSON of another form":
+        path.write_text('{"areas": {"margin": "x"}, "machine_by_area": []}')
+    elif kind == "wrong suffix":
+        path = tmp_path / "results.txt"
+    return path
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("fifo", "FIFO"), ("directory", "a directory"), ("dangling link", "dangling"),
+    ("issue's malformed file", "['areas']['margin'] must be an array"),
+    ("not JSON", "is not a JSON file"), ("JSON of another form", "has no key 'quick'"),
+    ("wrong suffix", "must end in .json"),
+])
+def test_out_that_is_not_a_results_file_is_refused_untouched(kind, words, tmp_path,
+                                                               monkeypatch, capsys):
+    path = _make(kind, tmp_path)
+    before = snapshot(path) if os.path.lexists(path) else None
+    _fake_margin(monkeypatch, [{"new": 1}])
+    assert bench_main.main(["--only", "margin", "--out", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("benchmarks: error: --out: ") and words in captured.err
+    assert "running" not in captured.err
+    assert (snapshot(path) if os.path.lexists(path) else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([path.name] if before else [])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="no /dev/null")
+def test_out_a_device_is_refused_without_reading_it(monkeypatch, capsys):
+    before = os.stat("/dev/null")
+    _fake_margin(monkeypatch, [{"new": 1}])
+    assert bench_main.main(["--only", "margin", "--out", "/dev/null"]) == 2
+    assert "character device" in capsys.readouterr().err
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+def test_previous_results_are_read_with_a_size_cap(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"quick": False, "areas": {"margin": [{"x": "y" * 200}]}}))
+    monkeypatch.setattr(bench_main, "RESULTS_LIMIT", 100)
+    _fake_margin(monkeypatch, [{"new": 1}])
+    assert bench_main.main(["--only", "margin", "--out", str(path)]) == 2
+    assert "larger than 100 bytes" in capsys.readouterr().err
+
+
+def test_quick_run_never_touches_full_results(tmp_path, monkeypatch, capsys):
+    """A --quick run goes to its own default file; into a full-run file it is refused (and
+    a full run into a quick file), the file left as it was."""
+    full, quick = tmp_path / "results.json", tmp_path / "results_quick.json"
+    monkeypatch.setattr(bench_main, "DEFAULT_OUT", {False: full, True: quick})
+    full.write_text(json.dumps({"quick": False, "areas": {"masses": [{"full": 1}]}}))
+    before = snapshot(full)
+    _fake_margin(monkeypatch, [{"quick_row": 2}])
+    assert bench_main.main(["--quick", "--only", "margin", "--out", str(full)]) == 2
+    err = capsys.readouterr().err
+    assert "holds full-run results" in err and err.count("\n") == 1
+    assert snapshot(full) == before
+    assert bench_main.main(["--quick", "--only", "margin"]) == 0
+    capsys.readouterr()
+    assert snapshot(full) == before
+    data = json.loads(quick.read_text())
+    assert data["quick"] is True and data["areas"] == {"margin": [{"quick_row": 2}]}
+    before_quick = snapshot(quick)
+    assert bench_main.main(["--only", "margin", "--out", str(quick)]) == 2
+    assert "holds --quick results" in capsys.readouterr().err
+    assert snapshot(quick) == before_quick
+
+
+def test_committed_results_file_has_the_form_the_command_reads():
+    path = bench_main.DEFAULT_OUT[False]
+    data = bench_main.read_json_file(path, "--out", shape=bench_main.RESULTS_SHAPE)
+    assert data["quick"] is False and set(data["areas"]) <= set(bench_main.AREAS)
 
 
 def test_machine_description_names_cores_and_versions():
@@ -154,19 +254,13 @@ def test_warm_allocator_says_what_it_did():
 
 
 def test_only_updates_its_area_and_keeps_the_rest(tmp_path, monkeypatch, capsys):
-    import json
-    import types
-
     out = tmp_path / "results.json"
     out.write_text(json.dumps({
         "machine": {"cores": 1}, "quick": False, "notes": {"margin": "kept"},
         "recorded_runs": [{"command": "x"}],
         "areas": {"margin": [{"old": 1}], "masses": [{"kept": 2}]},
     }))
-    fake = types.SimpleNamespace(run=lambda quick=False: [{"new": 3}])
-    real_import = bench_main.importlib.import_module
-    monkeypatch.setattr(bench_main.importlib, "import_module",
-                        lambda name: fake if name == "benchmarks.margin" else real_import(name))
+    _fake_margin(monkeypatch, [{"new": 3}])
     assert bench_main.main(["--only", "margin", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["areas"] == {"margin": [{"new": 3}], "masses": [{"kept": 2}]}

@@ -17,18 +17,18 @@ fuzzed with ``--list`` only, paper_figs and benchmarks on their refusal paths on
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import mpmath
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import alarm, snapshot, with_option
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Seconds one example may take before it counts as a hang.
@@ -59,20 +59,6 @@ def hostile() -> st.SearchStrategy[str]:
         st.decimals(allow_nan=False, allow_infinity=False, places=25).map(str),
         st.text(max_size=6),
     )
-
-
-@contextlib.contextmanager
-def alarm(seconds: int):
-    def fail(signum, frame):
-        raise TimeoutError(f"example ran longer than {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def call(main, argv, capsys):
@@ -143,15 +129,6 @@ _OPTIONS = {
 _COMMON = ["--window", "--length", "--score-bound", "--dps"]
 
 
-def _with(argv: list[str], option: str, value: str) -> list[str]:
-    out = list(argv)
-    if option in out:
-        out[out.index(option) + 1] = value
-    else:
-        out += [option, value]
-    return out
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("mass")
@@ -168,13 +145,13 @@ def files(tmp_path_factory):
     as_json=st.booleans(),
 )
 def test_mass_options(enc, which, value, as_json, files, capsys):
-    from priors.mass import main
+    from priors.mass.__main__ import main
 
     options = _COMMON + _OPTIONS[enc]
     option = options[which % len(options)]
     base = [a.format(table=files / "t5.txt", values=files / "u.txt") for a in _BASE[enc]]
     argv = ["--encoding", enc, "--window", "4", "--length", "64", *base]
-    argv = _with(argv, option, value)
+    argv = with_option(argv, option, value)
     if as_json:
         argv.append("--json")
     code, out, err = call(main, argv, capsys)
@@ -199,7 +176,7 @@ _CONTENTS = [
 @given(content=st.one_of(st.sampled_from(_CONTENTS), st.binary(max_size=64)),
        enc=st.sampled_from(["t5", "user"]))
 def test_mass_files(content, enc, tmp_path, capsys):
-    from priors.mass import main
+    from priors.mass.__main__ import main
 
     path = tmp_path / "f.bin"
     path.write_bytes(content)
@@ -214,12 +191,26 @@ def test_mass_files(content, enc, tmp_path, capsys):
         assert_refused(code, out, err, argv)
 
 
-@pytest.mark.parametrize("path", ["/dev/zero", "/nonexistent/x", "/"])
-def test_mass_special_files(path, capsys):
-    from priors.mass import main
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/null", "/nonexistent/x", "/", "fifo",
+                                  "dangling", ""])
+def test_mass_special_files(path, capsys, tmp_path):
+    """Input files that are not regular files are refused before they are opened (a FIFO
+    with no writer would block the read forever; the alarm catches that)."""
+    from priors.mass.__main__ import main
 
-    argv = ["--encoding", "t5", "--table", path, "--window", "2", "--length", "8"]
-    assert_refused(*call(main, argv, capsys), argv)
+    if path == "fifo":
+        path = str(tmp_path / "pipe")
+        os.mkfifo(path)
+    elif path == "dangling":
+        path = str(tmp_path / "link")
+        os.symlink(tmp_path / "gone", path)
+    elif path.startswith("/dev/") and not os.path.exists(path):
+        pytest.skip(f"no {path} here")
+    before = snapshot(path) if path else None
+    for option, encoding in (("--table", "t5"), ("--values", "user")):
+        argv = ["--encoding", encoding, option, path, "--window", "2", "--length", "8"]
+        assert_refused(*call(main, argv, capsys), argv)
+    assert (snapshot(path) if path else None) == before
 
 
 # ---------------------------------------------------------------------- priors.margin
@@ -229,9 +220,9 @@ def test_mass_special_files(path, capsys):
 @given(option=st.sampled_from(["--window", "--lmax", "--tol", "--lmin", "--score-bound",
                                "--dps"]), value=hostile())
 def test_margin_options(option, value, capsys):
-    from priors.margin import main
+    from priors.margin.__main__ import main
 
-    argv = _with(["--window", "8", "--lmax", "4096", "--tol", "0.1", "--json"], option, value)
+    argv = with_option(["--window", "8", "--lmax", "4096", "--tol", "0.1", "--json"], option, value)
     code, out, err = call(main, argv, capsys)
     if code == 0:
         doc = json.loads(out)
@@ -255,7 +246,7 @@ def test_diagnose_options(option, value, tmp_path, capsys):
     argv = [str(tmp_path), "--window", "8", "--length", "64", "4096", "--json"]
     if option == "--lmin":
         argv += ["--tol", "0.1"]
-    argv = _with(argv, option, value)
+    argv = with_option(argv, option, value)
     before = sorted(os.listdir(tmp_path))
     code, out, err = call(main, argv, capsys)
     if code == 0:
@@ -307,48 +298,152 @@ def test_proofs_check_list_options(option, value, as_json, capsys):
 # ---------------------------------------------------------- paper_figs and benchmarks
 
 
+def _read_only_dir(tmp: Path) -> str | None:
+    """A directory no file can be created in, or None where none can be made (as root a
+    mode-0500 directory is still writable, so that case is left out there)."""
+    ro = tmp / "read_only"
+    ro.mkdir(exist_ok=True)
+    ro.chmod(0o500)
+    try:
+        (ro / "probe").write_text("")
+    except PermissionError:
+        return str(ro)
+    (ro / "probe").unlink()
+    return None
+
+
 def _bad_outs(tmp: Path, *, directory: bool) -> st.SearchStrategy[str]:
     """``--out`` values that must be refused: paper_figs wants a directory (so a file is
-    wrong), benchmarks a file (so a directory is wrong); both refuse the rest."""
+    wrong), benchmarks a ``.json`` file (so a directory is wrong); both refuse devices,
+    FIFOs, dangling links and links to FIFOs, empty paths, missing or read-only
+    directories."""
     a_file = tmp / "a_file"
     a_file.write_text("x")
+    fifo = tmp / "pipe.json"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    dangling = tmp / "dangling.json"
+    if not os.path.lexists(dangling):
+        dangling.symlink_to(tmp / "gone" / "x.json")
+    to_fifo = tmp / "to_pipe.json"
+    if not os.path.lexists(to_fifo):
+        to_fifo.symlink_to(fifo)
     wrong_kind = str(a_file) if directory else str(tmp)
+    special = ["", " ", wrong_kind, "/proc/1/none/x", "/sys/none", str(fifo), str(dangling),
+               str(to_fifo)]
+    if not directory:  # paper_figs creates a missing directory under a writable one
+        special.append(str(tmp / "missing" / "x.json"))
+    special += [d for d in ("/dev/null", "/dev/full", "/dev/zero") if os.path.exists(d)]
+    read_only = _read_only_dir(tmp)
+    if read_only is not None:
+        special.append(read_only if directory else f"{read_only}/results.json")
     return st.one_of(
-        st.sampled_from(["", " ", wrong_kind, "/proc/1/none/x", "/sys/none"]),
+        st.sampled_from(special),
         st.text(min_size=1, max_size=8).map(lambda t: f"{a_file}/{t}"),
     )
+
+
+def _fuzz_out_refusals(main, tmp_path, capsys, strategy, argv_of) -> None:
+    """Every hostile ``--out`` is one line, exit 2, and leaves the path and the directory
+    as they were (a device stays a device, a FIFO a FIFO, a link the same link)."""
+
+    def state(out: str) -> tuple:
+        return sorted(os.listdir(tmp_path)), snapshot(out) if out.strip() else None
+
+    @FUZZ
+    @given(out=strategy)
+    def inner(out):
+        before = state(out)
+        argv = argv_of(out)
+        assert_refused(*call(main, argv, capsys), argv)
+        assert state(out) == before
+
+    inner()
 
 
 def test_paper_figs_bad_out(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     import paper_figs
 
-    @FUZZ
-    @given(out=_bad_outs(tmp_path, directory=True))
-    def inner(out):
-        before = sorted(os.listdir(tmp_path))
-        argv = ["--out", out, "--only", "margin", "--quick"]
-        assert_refused(*call(paper_figs.main, argv, capsys), argv)
-        assert sorted(os.listdir(tmp_path)) == before
-
-    inner()
+    _fuzz_out_refusals(paper_figs.main, tmp_path, capsys, _bad_outs(tmp_path, directory=True),
+                       lambda out: ["--out", out, "--only", "margin", "--quick"])
 
 
 def test_benchmarks_refusals(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from benchmarks.__main__ import AREAS, main
 
+    assert "margin" in AREAS
+    _fuzz_out_refusals(main, tmp_path, capsys, _bad_outs(tmp_path, directory=False),
+                       lambda out: ["--quick", "--only", "margin", "--out", out])
+
     @FUZZ
-    @given(out=_bad_outs(tmp_path, directory=False),
-           only=st.one_of(hostile(), st.just("margin")))
-    def inner(out, only):
+    @given(only=hostile())
+    def bad_areas(only):
         before = sorted(os.listdir(tmp_path))
-        argv = ["--quick", "--only", only, "--out", out]
+        argv = ["--quick", "--only", only, "--out", str(tmp_path / "r.json")]
         assert_refused(*call(main, argv, capsys), argv)
         assert sorted(os.listdir(tmp_path)) == before
 
-    assert "margin" in AREAS
-    inner()
+    bad_areas()
+
+
+# ------------------------------------------------------------- the API's numeric guards
+
+
+def _api_calls() -> dict:
+    """Each library door, keyed by the argument a hostile value goes to."""
+    from priors.certified import certified_masses
+    from priors.encodings import ALiBi, KerpleLog, LogDistance, T5Buckets, UserBias
+    from priors.harmonic import power_sum
+    from priors.margin import select_margin
+    from priors.mass import mass_report
+
+    return {
+        "window": lambda v: LogDistance(1.1).window_mass(v, 4096),
+        "length": lambda v: ALiBi(0.5).distant_mass(4, v),
+        "dps": lambda v: ALiBi(0.5).window_mass(4, 64, dps=v),
+        "score_bound": lambda v: mass_report(ALiBi(0.5), 4, 64, score_bound=v),
+        "max_distance": lambda v: T5Buckets(table=[0.0] * 32, max_distance=v),
+        "table": lambda v: T5Buckets(num_buckets=2, table=[0.0, v]),
+        "values": lambda v: UserBias([0.0, v], tail="constant"),
+        "r1": lambda v: KerpleLog(v, 1.0).window_mass(4, 64),
+        "hi": lambda v: power_sum(0, v, 2.0),
+        "certified score_bound": lambda v: certified_masses(ALiBi(0.5), 4, 64, score_bound=v),
+        "growth_tol": lambda v: select_margin(8, 64, v),
+    }
+
+
+_API_VALUES = st.one_of(
+    st.sampled_from([None, True, -1, 0, 1, 2.5, 10**19, 10**400, -(10**19), 1e308, 1e400,
+                     float("nan"), float("inf"), "7", "5_12", "\u0665", [1, 2], [[0.0]],
+                     1e-320, 10**6, 1000001, 1e6 + 1]),
+    st.integers(min_value=-(10**25), max_value=10**25),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+)
+
+
+@FUZZ
+@given(which=st.sampled_from(sorted(_api_calls())), value=_API_VALUES)
+def test_api_numeric_guards(which, value):
+    """A hostile value at a library door: a ``ValueError`` naming the argument, or an answer
+    that is a number in its range, within the alarm: never another exception
+    type, a hang, or a numpy overflow."""
+    func = _api_calls()[which]
+    argument = which.split()[-1]
+    try:
+        with alarm(ALARM_S), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = func(value)
+    except ValueError as exc:
+        assert argument in str(exc), (which, value, exc)
+        return
+    if isinstance(result, mpmath.mpf):
+        # a mass lies in [0, 1]; the power sum sum_{k <= hi} k^-2 below zeta(2) = pi^2/6,
+        # which the 30-digit result may meet after rounding (1e-12: far above that)
+        ceiling = mpmath.pi**2 / 6 * (1 + mpmath.mpf(10) ** -12) if which == "hi" else 1
+        assert 0 <= result <= ceiling, (which, value, result)
 
 
 # ----------------------------------------------------- pipes and a full disk (subprocess)

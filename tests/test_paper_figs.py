@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import mpmath
 import pytest
+from support import snapshot
 
 import paper_figs
 
@@ -299,6 +301,53 @@ def test_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     assert "not a directory" in captured.err
+
+
+def test_out_a_dangling_link_is_one_line_exit_2(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    link = tmp_path / "figs"
+    link.symlink_to(tmp_path / "gone" / "figs")
+    assert paper_figs.main(["--out", str(link), "--only", "margin", "--quick"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "dangling symbolic link" in captured.err and "computing" not in captured.err
+    assert os.readlink(link) == str(tmp_path / "gone" / "figs")
+    assert not (tmp_path / "gone").exists()
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("fifo figure", "FIFO"), ("directory figure", "a directory"),
+    ("dangling manifest", "dangling"), ("malformed manifest", "['figures'] must be an object"),
+    ("not JSON manifest", "is not a JSON file"),
+])
+def test_out_holding_what_is_not_its_file_is_refused_untouched(
+        kind: str, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(paper_figs.FIGURES, "fake_ok", _fake_spec("fake_ok", 98))
+    out = tmp_path / "o"
+    out.mkdir()
+    if kind == "fifo figure":
+        path = out / "fig98_fake_ok.png"
+        os.mkfifo(path)
+    elif kind == "directory figure":
+        path = out / "fig98_fake_ok.png"
+        path.mkdir()
+    elif kind == "dangling manifest":
+        path = out / "manifest.json"
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path = out / "manifest.json"
+        path.write_text('{"figures": [1]}' if kind == "malformed manifest" else "notes\n")
+    before = snapshot(path)
+    argv = ["--only", "fake_ok", "--format", "png", "--out", str(out)]
+    assert paper_figs.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("paper_figs: error: --out: ") and words in captured.err
+    assert snapshot(path) == before and sorted(p.name for p in out.iterdir()) == [path.name]
+    with pytest.raises(ValueError, match=r"^out: "):  # the library function likewise
+        paper_figs.run(["fake_ok"], out, formats=["png"])
+    assert snapshot(path) == before
 
 
 def test_bad_argument_subprocess(tmp_path: Path) -> None:

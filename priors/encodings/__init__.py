@@ -28,7 +28,7 @@ examples (``docs/encodings.md`` has the numbers):
   Folding it into the scores, ``|s + b| <= B + beta``, NoPE's bound gives
   ``M_l(W) <= e^{2(B+beta)} W / l``: FIRE dilutes, e.g.
   ``NoPE().window_mass(512, 65536)`` with ``score_bound = B + beta`` in
-  ``priors.window.mass_report`` is the certified bracket.
+  ``priors.mass.mass_report`` is the certified bracket.
 * GOAT-style priors whose positional term depends on the query position (a function of
   ``j/l``, or normalised by ``l``) are, like the causal-OT prior, scale-invariant or
   bounded in their positional part: with ``|pos(l, j)| <= beta`` the same folding gives

@@ -34,7 +34,7 @@ import numpy as np
 from priors.classify import Classification
 from priors.harmonic import DEFAULT_DPS
 from priors.precision import guarded
-from priors.validation import as_count, check_dps, check_window_length
+from priors.validation import as_count, as_float, check_dps, check_window_length
 
 if TYPE_CHECKING:  # pragma: no cover
     import flint
@@ -56,7 +56,7 @@ def finite_param(value: object, name: str) -> float:
     """A finite real parameter as ``float``; ``ValueError`` naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    out = float(value)
+    out = as_float(value, name)
     if not math.isfinite(out):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
     if out != value:  # exact comparison (Fraction, high-precision mpf): no silent rounding
@@ -174,6 +174,11 @@ class Encoding(ABC):
             length = as_count(length, "length", minimum=1)
             if hi > length:
                 raise ValueError(f"hi must be <= length = {length}, got {hi}")
+        return self._range_sum(lo, hi, length, dps)
+
+    def _range_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
+        """``weight_sum`` for arguments validated by the caller: the encoding's range check
+        (``_check_range``), then the sum."""
         self._check_range(hi)
         return self._weight_sum(lo, hi, length, dps)
 
@@ -192,15 +197,15 @@ class Encoding(ABC):
         """``S_inf = sum_{d>=0} e^{b(d)}``; ``mpmath.inf`` when the prior is not summable."""
         return mpmath.inf
 
-    def _masses(self, window: object, length: object, dps: int) -> tuple[Any, Any, int]:
-        w, n = check_window_length(window, length)
-        dps = check_dps(dps)
+    def _mass_sums(self, w: int, n: int, dps: int) -> tuple[mpmath.mpf, mpmath.mpf]:
+        """``(S_W, T)``, the two sums of every mass at window ``w`` and length ``n``, with
+        ``GUARD_DPS`` guard digits, for ``1 <= w <= n`` and ``dps`` validated by the public
+        caller (``window_mass``, ``priors.mass.mass_report``); warns when the encoding
+        carries fewer digits than ``dps`` (naming the public caller's caller)."""
         self._warn_digits(dps)
         work = dps + GUARD_DPS
         lkw = n if self.length_dependent else None
-        s_w = self.weight_sum(0, w, length=lkw, dps=work)
-        tail = self.weight_sum(w, n, length=lkw, dps=work)
-        return s_w, tail, dps
+        return self._range_sum(0, w, lkw, work), self._range_sum(w, n, lkw, work)
 
     def mass_digits(self, window: int, length: int, dps: int) -> int:
         """Correct significant digits of the masses at ``(W, l)`` computed at ``dps``:
@@ -214,18 +219,22 @@ class Encoding(ABC):
                 f"{self.name} masses carry about {self.max_digits} correct digits "
                 f"(float64-backed), not dps={dps}",
                 FewerDigitsWarning,
-                stacklevel=4,
+                stacklevel=4,  # past _mass_sums and the public method calling it
             )
 
     def window_mass(self, window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """Exact window mass ``M_l(W) = S_W / S_l`` at ``B = 0`` (docs/theory.md §5)."""
-        s_w, tail, dps = self._masses(window, length, dps)
+        w, n = check_window_length(window, length)
+        dps = check_dps(dps)
+        s_w, tail = self._mass_sums(w, n, dps)
         return _share(s_w, tail, dps=dps)
 
     def distant_mass(self, window: int, length: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """Exact distant mass ``D_l(W) = (S_l - S_W) / S_l`` at ``B = 0``, from the tail sum
         (no subtraction ``1 - M``)."""
-        s_w, tail, dps = self._masses(window, length, dps)
+        w, n = check_window_length(window, length)
+        dps = check_dps(dps)
+        s_w, tail = self._mass_sums(w, n, dps)
         return _share(tail, s_w, dps=dps)
 
     @property
@@ -236,13 +245,15 @@ class Encoding(ABC):
 
     def limit_window_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
         """``M_inf(W) = S_W / S_inf`` (docs/theory.md §5); 0 for a diluting prior."""
-        w = as_count(window, "window", minimum=1)
-        dps = check_dps(dps)
+        return self._limit_window_mass(as_count(window, "window", minimum=1), check_dps(dps))
+
+    def _limit_window_mass(self, w: int, dps: int) -> mpmath.mpf:
+        """``limit_window_mass`` for a window and ``dps`` validated by the caller."""
         total = self.total_sum(dps=dps + GUARD_DPS)
         with mpmath.workdps(dps):
             if mpmath.isinf(total):
                 return mpmath.mpf(0)
-        s_w = self.weight_sum(0, w, dps=dps + GUARD_DPS)
+        s_w = self._range_sum(0, w, None, dps + GUARD_DPS)
         return _quotient(s_w, total, dps=dps)
 
     def limit_distant_mass(self, window: int, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
@@ -259,7 +270,7 @@ class Encoding(ABC):
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         """``sum_{d>=w} e^{b(d)}`` for a summable prior (override to avoid the subtraction)."""
         total = self.total_sum(dps=dps + GUARD_DPS)
-        s_w = self.weight_sum(0, w, dps=dps + GUARD_DPS)
+        s_w = self._range_sum(0, w, None, dps + GUARD_DPS)
         with mpmath.workdps(dps + GUARD_DPS):
             return total - s_w
 
@@ -280,8 +291,15 @@ class Encoding(ABC):
     ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
         """Series brackets of the ``B = 0`` window mass ``M_l(W)`` (docs/theory.md §6), by
         method name, with ``dps`` digits and clipped to ``[0, 1]`` (a mass lies there);
-        ``None`` (the default) for an encoding without them. ``window`` and ``length``
-        are validated (``check_window_length``)."""
+        ``None`` for an encoding without them (``_series_brackets``)."""
+        w, n = check_window_length(window, length)
+        return self._series_brackets(w, n, check_dps(dps))
+
+    def _series_brackets(
+        self, w: int, n: int, dps: int
+    ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
+        """``series_brackets`` for arguments validated by the caller; ``None`` here (the
+        hook an encoding with series brackets overrides)."""
         return None
 
     def summation_note(self) -> str | None:

@@ -29,7 +29,13 @@ import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import GUARD_DPS, Encoding, FewerDigitsWarning, positive_param
-from priors.harmonic import exact_arb, power_sum, power_sum_arb
+from priors.harmonic import (
+    _STEEP_ALPHA,
+    _huge_exponent_sum,
+    _power_sum,
+    exact_arb,
+    power_sum_arb,
+)
 from priors.precision import guarded, rounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,13 +69,15 @@ class KerpleLog(Encoding):
 
     def _shift_scale(self, dps: int) -> tuple[mpmath.mpf, mpmath.mpf]:
         with mpmath.workdps(dps + 20 + self._extra_dps()):
-            r2 = mpmath.mpf(self.r2)
-            return 1 / r2, r2 ** (-mpmath.mpf(self.r1))
+            r1, r2 = mpmath.mpf(self.r1), mpmath.mpf(self.r2)
+            # exp(-r1 ln r2) at a huge r1: mpmath's integer powering takes seconds there
+            scale = mpmath.exp(-r1 * mpmath.log(r2)) if r1 > _STEEP_ALPHA else r2 ** (-r1)
+            return 1 / r2, scale
 
     @guarded(lambda self, *args, **kwargs: self._extra_dps())
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
-        return scale * power_sum(lo, hi, self.r1, shift=shift, dps=dps + self._extra_dps())
+        return scale * _power_sum(lo, hi, mpmath.mpf(self.r1), shift, dps + self._extra_dps())
 
     def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
         """``r2^-r1`` times ``power_sum_arb`` at ``shift = 1/r2`` (an exact fraction,
@@ -92,7 +100,10 @@ class KerpleLog(Encoding):
     @guarded(lambda self, *args, **kwargs: 10 + self._extra_dps())
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
-        return scale * mpmath.zeta(mpmath.mpf(self.r1), w + shift)
+        r1 = mpmath.mpf(self.r1)
+        if r1 > _STEEP_ALPHA:  # Hurwitz zeta takes minutes at such exponents
+            return scale * _huge_exponent_sum(w, None, r1, shift, mpmath.mp.dps)
+        return scale * mpmath.zeta(r1, w + shift)
 
     def classify(self) -> Classification:
         evidence = {"test": "p-series sum (d + 1/r2)^-r1", "exponent": self.r1}

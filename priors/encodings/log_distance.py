@@ -25,7 +25,7 @@ import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
-from priors.harmonic import power_sum, power_sum_arb
+from priors.harmonic import _STEEP_ALPHA, _huge_exponent_sum, _power_sum, power_sum_arb
 from priors.precision import guarded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +49,7 @@ class LogDistance(Encoding):
         return -self.alpha * np.log1p(d)
 
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
-        return power_sum(lo, hi, self.alpha, shift=1, dps=dps)
+        return _power_sum(lo, hi, mpmath.mpf(self.alpha), mpmath.mpf(1), dps)
 
     def _weight_sum_arb(self, lo: int, hi: int | None) -> flint.arb | None:
         """``power_sum_arb`` at ``shift = 1`` to the current Arb working precision;
@@ -69,7 +69,10 @@ class LogDistance(Encoding):
 
     @guarded(10)
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
-        return mpmath.zeta(mpmath.mpf(self.alpha), w + 1)
+        a = mpmath.mpf(self.alpha)
+        if a > _STEEP_ALPHA:  # Hurwitz zeta takes minutes at such exponents
+            return _huge_exponent_sum(w, None, a, mpmath.mpf(1), mpmath.mp.dps)
+        return mpmath.zeta(a, w + 1)
 
     def classify(self) -> Classification:
         a = self.alpha
@@ -86,8 +89,8 @@ class LogDistance(Encoding):
 
         return (d + 1) ** (-sympy.Rational(self.alpha))
 
-    def series_brackets(
-        self, window: int, length: int, *, dps: int
+    def _series_brackets(
+        self, w: int, n: int, dps: int
     ) -> dict[str, tuple[mpmath.mpf, mpmath.mpf]] | None:
         """docs/theory.md §6 brackets of ``M_l(W) = H_W^(alpha) / H_l^(alpha)`` from
         ``priors.brackets.window_mass_brackets`` (integral test, Euler–Maclaurin; both
@@ -95,11 +98,11 @@ class LogDistance(Encoding):
         do not apply (the prior is NoPE's, ``M = W / l`` exactly)."""
         if self.alpha <= 0:
             return None
-        from priors.brackets import window_mass_brackets
+        from priors.brackets import _window_mass_brackets
 
         # a mass lies in [0, 1]: clipping keeps the enclosure and makes it informative
         with mpmath.workdps(dps):
-            brackets = window_mass_brackets(window, length, self.alpha, dps=dps)
+            brackets = _window_mass_brackets(w, n, self.alpha, dps)
             return {
                 k: (max(lo, mpmath.mpf(0)), min(hi, mpmath.mpf(1)))
                 for k, (lo, hi) in brackets.items()

@@ -32,6 +32,7 @@ from priors.classify import Classification
 from priors.encodings.base import Encoding
 from priors.harmonic import exact_arb
 from priors.precision import guarded
+from priors.validation import as_count, as_real_vector
 
 if TYPE_CHECKING:  # pragma: no cover
     import flint
@@ -73,16 +74,14 @@ class T5Buckets(Encoding):
             raise ValueError(f"num_buckets must be an integer >= 2, got {nb!r}")
         if isinstance(md, bool) or not isinstance(md, (int, np.integer)) or md <= nb // 2:
             raise ValueError(f"max_distance must be an integer > num_buckets // 2, got {md!r}")
+        # distances are float64 in the bucket function: capped where lengths are
+        md = as_count(md, "max_distance")
+        nb = as_count(nb, "num_buckets")
         if self.table is None:
             raise ValueError("table is required: the learned per-bucket biases")
-        try:
-            table = np.asarray(self.table, dtype=np.float64).ravel()
-        except (TypeError, ValueError) as exc:
-            raise ValueError("table must be a sequence of real numbers") from exc
+        table = as_real_vector(self.table, "table")
         if table.size != nb:
             raise ValueError(f"table must have num_buckets = {nb} entries, got {table.size}")
-        if not np.all(np.isfinite(table)):
-            raise ValueError("table must be finite")
         object.__setattr__(self, "num_buckets", int(nb))
         object.__setattr__(self, "max_distance", int(md))
         object.__setattr__(self, "table", tuple(float(t) for t in table))

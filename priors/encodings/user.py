@@ -33,9 +33,9 @@ import numpy as np
 
 from priors.classify import DEFAULT_MARGIN, Classification, classify_values
 from priors.encodings.base import Encoding, finite_param
-from priors.harmonic import power_sum
+from priors.harmonic import _power_sum
 from priors.precision import guarded
-from priors.validation import as_count
+from priors.validation import as_count, as_real_vector
 
 __all__ = ["TAILS", "UserBias"]
 
@@ -70,14 +70,7 @@ class UserBias(Encoding):
                 raise ValueError(f"values: the callable failed: {exc}") from exc
         if values is None:
             raise ValueError("values is required: an array of b(d) or a callable")
-        try:
-            arr = np.asarray(values, dtype=np.float64).ravel()
-        except (TypeError, ValueError) as exc:
-            raise ValueError("values must be real numbers") from exc
-        if arr.size == 0:
-            raise ValueError("values must not be empty")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError("values must be finite")
+        arr = as_real_vector(values, "values")
         if self.extent is not None and not callable(self.values):
             m = as_count(self.extent, "extent", minimum=1)
             if m != arr.size:
@@ -171,7 +164,7 @@ class UserBias(Encoding):
                 value += (t_hi - t_lo) * last
             else:
                 p = self.tail_exponent
-                tail = power_sum(t_lo, t_hi, p, shift=1, dps=work)
+                tail = _power_sum(t_lo, t_hi, mpmath.mpf(p), mpmath.mpf(1), work)
                 value += last * mpmath.mpf(m) ** p * tail
         return value
 
@@ -187,10 +180,10 @@ class UserBias(Encoding):
                 f"d = {self.extent - 1}); state a tail assumption"
             )
 
-    def limit_window_mass(self, window: int, *, dps: int = 30) -> mpmath.mpf:
+    def _limit_window_mass(self, w: int, dps: int) -> mpmath.mpf:
         """``M_inf(W)`` under the stated tail; ``ValueError`` with ``tail="none"``."""
         self._check_limit()
-        return super().limit_window_mass(window, dps=dps)
+        return super()._limit_window_mass(w, dps)
 
     def limit_distant_mass(self, window: int, *, dps: int = 30) -> mpmath.mpf:
         """``D_inf(W)`` under the stated tail; ``ValueError`` with ``tail="none"``."""

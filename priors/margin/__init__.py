@@ -2,8 +2,8 @@
 
 Exponents are parameterised as ``alpha = 1 + delta + softplus(theta) >= 1 + delta``. Given a
 window ``W``, a length range ``[L0, L1]`` (``L0`` defaults to ``W``), a growth budget
-``tol in (0, 1)`` (``growth_tol``; ``tau`` in docs/theory.md §7) and a content-score bound ``B >= 0``,
-the growth of the distant mass is
+``tol in (0, 1)`` (``growth_tol``; ``tau`` in docs/theory.md §7) and a content-score bound
+``B >= 0``, the growth of the distant mass is
 
     G(alpha) = D^+_{L1}(W; alpha) - D^-_{L0}(W; alpha),
     D^+_l = E T_l / (S_W + E T_l),  D^-_l = T_l / (E S_W + T_l),  E = e^{2B},
@@ -27,10 +27,12 @@ The package, one job per module:
 
 * ``validate``: the input checks (``MarginInputError`` names the argument);
 * ``search``: the certified sweep, bisection and branch and bound on Arb balls;
-* ``select``: ``select_margin``, which runs the search and states what it proved;
+* ``select``: ``select_margin``, which runs the search and establishes what it proved;
 * ``result``: ``MarginResult`` and its JSON form (``to_dict``, ``to_json``);
-* ``format``: the text report (``format_result``) and table (``format_table``);
-* ``__main__``: the command line (``main``), the only module that parses arguments.
+* ``format``: the words: the text report (``format_result``), the table
+  (``format_table``) and the sentences of the evidence a result carries;
+* ``__main__``: the command line (its entry point ``main``), the only module that parses
+  arguments; importing the library does not load it.
 
 python-flint is required (it is a core dependency): the search is a sequence of
 certified comparisons, and a float fallback could not prove the bracket it prints. A
@@ -45,8 +47,6 @@ True
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from priors.margin.format import format_result, format_table
 from priors.margin.result import (
@@ -74,23 +74,6 @@ __all__ = [
     "MarginResult",
     "format_result",
     "format_table",
-    "main",
     "select_margin",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """``main`` is imported from ``priors.margin.__main__`` on first use only.
-
-    Importing it here eagerly would put ``priors.margin.__main__`` in ``sys.modules`` before
-    ``python -m priors.margin`` runs it, which makes ``runpy`` warn on every invocation.
-    """
-    if name == "main":
-        from priors.margin.__main__ import main
-
-        return main
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), "main"})

@@ -1,10 +1,13 @@
 """``python -m priors.margin``: the margin selection of docs/theory.md §7 on the command line.
 
-Parses the options, validates every setting before computing any (so nothing is printed
-half-way), calls ``select_margin`` once per setting of ``--window x --lmax x --tol`` and
-prints ``format_result`` (one setting), ``format_table`` (several) or the JSON of
-``MarginResult.to_dict``. Errors follow the ``priors.cli`` contract: bad input is one line
-naming the option and exit status 2; a missing python-flint is one line and status 1.
+Parses the options with the readers every door shares (``priors.cli``: ASCII decimals,
+integers parsed exactly, a ``--tol`` or ``--score-bound`` that float64 would round refused,
+the caps of ``priors.validation``), validates every setting before computing any (so
+nothing is printed half-way), calls ``select_margin`` once per setting of
+``--window x --lmax x --tol`` and prints ``format_result`` (one setting), ``format_table``
+(several) or the JSON of ``MarginResult.to_dict``. Errors follow the ``priors.cli``
+contract: bad input is one line naming the option and exit status 2; a missing
+python-flint is one line and status 1.
 """
 
 from __future__ import annotations
@@ -14,15 +17,20 @@ import itertools
 import json
 from collections.abc import Sequence
 
-from priors.cli import OutputError, Parser, UsageError, emit, run
+from priors.cli import (
+    OutputError,
+    Parser,
+    UsageError,
+    argtype,
+    count,
+    emit,
+    real,
+    run,
+    score_bound,
+)
 from priors.margin.format import format_result, format_table
 from priors.margin.select import select_margin
-from priors.margin.validate import (
-    MAX_EVALUATIONS,
-    MarginInputError,
-    as_budget,
-    validate_inputs,
-)
+from priors.margin.validate import DPS_MAX, MAX_EVALUATIONS, MarginInputError, validate_inputs
 
 __all__ = ["main"]
 
@@ -38,6 +46,10 @@ _FLAGS = {
 }
 
 
+_length = argtype(lambda text: count(text, minimum=1))
+_tol = argtype(lambda text: real(text, exact=True))
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m priors.margin",
@@ -47,15 +59,22 @@ def _build_parser() -> argparse.ArgumentParser:
             "(docs/theory.md §7). Several values of --window/--lmax/--tol give a table."
         ),
     )
-    p.add_argument("--window", nargs="+", required=True, metavar="W", help="window size(s)")
-    p.add_argument("--lmax", nargs="+", required=True, metavar="L1", help="longest length(s)")
-    p.add_argument("--tol", nargs="+", required=True, metavar="TAU", help="tolerance(s) in (0,1)")
-    p.add_argument("--lmin", default=None, metavar="L0", help="shortest length (default: W)")
-    p.add_argument("--score-bound", default="0", metavar="B", help="content-score bound B >= 0")
-    p.add_argument("--dps", default="30", metavar="N", help="working precision in digits")
+    p.add_argument("--window", nargs="+", required=True, type=_length, metavar="W",
+                   help="window size(s)")
+    p.add_argument("--lmax", nargs="+", required=True, type=_length, metavar="L1",
+                   help="longest length(s)")
+    p.add_argument("--tol", nargs="+", required=True, type=_tol, metavar="TAU",
+                   help="tolerance(s) in (0,1)")
+    p.add_argument("--lmin", default=None, type=_length, metavar="L0",
+                   help="shortest length (default: W)")
+    p.add_argument("--score-bound", default="0", type=argtype(score_bound), metavar="B",
+                   help="content-score bound B >= 0")
+    p.add_argument("--dps", default="30", type=argtype(lambda t: count(t, maximum=DPS_MAX)),
+                   metavar="N", help="working precision in digits")
     p.add_argument("--certify", action="store_true", help="print ball enclosures of everything")
     p.add_argument(
         "--max-evaluations", default=str(MAX_EVALUATIONS), metavar="N",
+        type=argtype(lambda t: count(t, minimum=1)),
         help=f"budget of growth evaluations per setting (default {MAX_EVALUATIONS})",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -71,18 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     args = _build_parser().parse_args(argv)
     try:
-        dps_text = args.dps.strip()
-        if not dps_text.lstrip("+-").isdigit():
-            raise MarginInputError("dps", f"must be an integer, got {args.dps!r}")
-        dps = int(dps_text)
-        budget = as_budget(args.max_evaluations)
         settings = list(itertools.product(args.window, args.lmax, args.tol))
         for w, l1, tol in settings:  # validate everything before computing anything
-            validate_inputs(w, l1, tol, args.lmin, args.score_bound, dps)
+            validate_inputs(w, l1, tol, args.lmin, args.score_bound, args.dps)
         results = [
             select_margin(
-                w, l1, tol, lmin=args.lmin, score_bound=args.score_bound, dps=dps,
-                certify=args.certify, max_evaluations=budget,
+                w, l1, tol, lmin=args.lmin, score_bound=args.score_bound, dps=args.dps,
+                certify=args.certify, max_evaluations=args.max_evaluations,
             )
             for w, l1, tol in settings
         ]

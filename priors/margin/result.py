@@ -10,7 +10,6 @@ argument in full (the sentence the text report prints).
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import asdict, dataclass
 
 from priors.margin.validate import MAX_EVALUATIONS
@@ -141,16 +140,6 @@ class MarginResult:
     max_evaluations: int = MAX_EVALUATIONS
     budget_exhausted: bool = False
     unresolved_reason: str = ""
-
-    @property
-    def tol(self) -> float:
-        """Deprecated name of ``growth_tol``."""
-        warnings.warn(
-            "MarginResult.tol is deprecated; use MarginResult.growth_tol",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.growth_tol
 
     @property
     def kerple_log(self) -> tuple[float, float]:

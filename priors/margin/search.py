@@ -82,6 +82,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
 import flint
 
@@ -101,13 +102,23 @@ __all__ = [
 
 
 def float_down(ball: flint.arb) -> float:
-    """A float ``<=`` every point of ``ball`` (lower end rounded outward)."""
-    return math.nextafter(float(ball.lower()), -math.inf)
+    """The largest float ``<=`` every point of ``ball`` (lower end rounded outward)."""
+    end = ball.lower()
+    out = float(end)
+    return out if flint.arb(out) <= end else math.nextafter(out, -math.inf)
 
 
 def float_up(ball: flint.arb) -> float:
-    """A float ``>=`` every point of ``ball`` (upper end rounded outward)."""
-    return math.nextafter(float(ball.upper()), math.inf)
+    """The smallest float ``>=`` every point of ``ball`` (upper end rounded outward)."""
+    end = ball.upper()
+    out = float(end)
+    return out if flint.arb(out) >= end else math.nextafter(out, math.inf)
+
+
+def largest_float_at_most(decimal_text: str) -> float:
+    """The largest float ``<=`` the exact decimal ``decimal_text``."""
+    out = float(decimal_text)  # correctly rounded: within one step
+    return out if Decimal(out) <= Decimal(decimal_text) else math.nextafter(out, -math.inf)
 
 
 def exact_alpha(delta: float) -> flint.arb:
@@ -127,7 +138,10 @@ class GrowthProblem:
     """The growth ``G(1 + delta) = D^+_{L1} - D^-_{L0}`` of docs/theory.md §7 as Arb balls.
 
     ``tol`` and ``score_bound`` are decimal strings (read as the exact decimals they
-    spell, enclosed in balls); ``prec`` is the Arb working precision in bits. Evaluations
+    spell, enclosed in balls); ``prec`` is the Arb working precision in bits. A violation
+    is ``G > tol`` (the decimal); safety is certified against ``tol_safe``, the largest
+    float ``<= tol`` (``certified_le_tol``), so that every certified bound, rounded up to a
+    float, is itself ``<= tol`` and ``<=`` the float the result reports as ``tol``. Evaluations
     are cached per ``delta`` and counted in ``evaluations``; ``max_evaluations`` (``None``:
     no limit) is the budget that ``certified_search`` stops at (``exhausted``).
     """
@@ -144,8 +158,10 @@ class GrowthProblem:
     _factors: dict[float, tuple[flint.arb, flint.arb]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self.tol_safe = largest_float_at_most(self.tol)
         with flint.ctx.workprec(self.prec + 16):
             self.tol_ball = flint.arb(self.tol)
+            self.tol_safe_ball = flint.arb(self.tol_safe)  # a float: exact
             bound = flint.arb(self.score_bound)
             self.factor = flint.arb(1) if bound == 0 else (2 * bound).exp()
         self.product_form = bool(bound == 0) and self.lmin > self.window
@@ -201,8 +217,9 @@ class GrowthProblem:
             return product if product.upper() < difference.upper() else difference
 
     def certified_le_tol(self, value: flint.arb) -> bool:
+        """``value <= tol_safe`` for every point of the ball (hence ``<= tol``)."""
         with flint.ctx.workprec(self.prec + 16):
-            return bool(value <= self.tol_ball)
+            return bool(value <= self.tol_safe_ball)
 
     def certified_gt_tol(self, value: flint.arb) -> bool:
         with flint.ctx.workprec(self.prec + 16):
@@ -216,8 +233,9 @@ class SearchOutcome:
     ``delta_lo`` is a proven violation (``G(1 + delta_lo) > tol``), or ``None`` when none
     was proven: either ``delta* = 0`` (then ``delta_hi == 0`` and ``resolved``), or the
     search is unresolved. ``sup_upper`` is a proven upper bound (a float rounded up, at
-    most ``tol`` rounded up) of ``sup_{alpha >= 1 + delta_hi} G``: the largest upper end
-    of the certified box bounds and of the half-line bound ``D^+_{L1}(1 + delta_max)``.
+    most ``GrowthProblem.tol_safe``, the largest float ``<= tol``) of
+    ``sup_{alpha >= 1 + delta_hi} G``: the largest upper end of the certified box bounds
+    and of the half-line bound ``D^+_{L1}(1 + delta_max)``.
     ``exhausted`` says the search stopped because the problem's evaluation budget ran out
     (then ``resolved`` is ``False``; what was proven before that stays proven); if it ran
     out before any violation was proven, ``closest`` is the ``delta`` in

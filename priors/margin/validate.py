@@ -2,18 +2,29 @@
 
 Each check raises ``MarginInputError``, a ``ValueError`` whose ``argument`` names the
 offending parameter of ``select_margin``; ``python -m priors.margin`` maps that name to its
-option (``growth_tol`` is ``--tol``) and prints the message in one line. Numbers given as
-strings keep their exact decimal digits (``decimal_text``): the certified search reads the
-growth budget and the score bound as the decimals they spell.
+option (``growth_tol`` is ``--tol``) and prints the message in one line. The caps and the
+reading of numbers given as text are those of every door (``priors.validation``: ASCII
+decimals, integers parsed exactly, a decimal float64 would round refused); the certified
+search reads the growth budget and the score bound as the decimals they spell
+(``decimal_text``).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import NamedTuple
 
-from priors.validation import as_count
+from priors.validation import (
+    DPS_MAX,
+    MAX_SCORE_BOUND,
+    SCORE_CAP_TEXT,
+    as_count,
+    count_from_text,
+    echo,
+    real_from_text,
+)
 
 __all__ = [
     "DPS_MAX",
@@ -29,8 +40,6 @@ __all__ = [
 #: Smallest working precision accepted: 10 requested significant digits, a 1e-12 bracket
 #: and guard digits for the cancellation in ``G - tol`` near the crossing.
 DPS_MIN = 15
-#: Largest working precision accepted (beyond it, Arb's Hurwitz zeta gets slow for no gain).
-DPS_MAX = 1000
 #: Default budget of growth evaluations for one ``select_margin`` call (each three Hurwitz
 #: sums: 0.13 ms at dps 30 on an idle core, so ~3 s at most; ~0.5 ms at dps 100, ~85 ms at
 #: dps 1000). Each of 162 seeded non-monotone settings (tests) needs under 1800; only
@@ -62,14 +71,16 @@ class MarginInputs(NamedTuple):
 
 
 def decimal_text(value: object, name: str) -> tuple[float, str]:
-    """A finite real as ``(float, decimal string)``; strings keep their exact decimal."""
+    """A finite real as ``(float, decimal string)``; a string is read by
+    ``priors.validation.real_from_text(exact=True)`` and keeps its decimal, which is then
+    the float's."""
     if isinstance(value, bool):
         raise MarginInputError(name, f"must be a real number, got {value!r}")
     if isinstance(value, str):
         try:
-            number = float(value)
-        except ValueError:
-            raise MarginInputError(name, f"must be a real number, got {value!r}") from None
+            number = real_from_text(value, exact=True)
+        except ValueError as exc:
+            raise MarginInputError(name, str(exc)) from None
         text = value.strip()
     elif isinstance(value, numbers.Real):
         # a narrower float (numpy float32/float16) prints as its own shortest decimal
@@ -78,7 +89,12 @@ def decimal_text(value: object, name: str) -> tuple[float, str]:
             text = str(value)
             number = float(text)
         else:
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:
+                raise MarginInputError(
+                    name, f"{echo(value)} overflows the float range (|x| <= 1.8e308)"
+                ) from None
             text = repr(number)
     else:
         raise MarginInputError(name, f"must be a real number, got {value!r}")
@@ -88,27 +104,23 @@ def decimal_text(value: object, name: str) -> tuple[float, str]:
 
 
 def _length(value: object, name: str) -> int:
-    """A window or length as a positive integer (an integral real, or its decimal text)."""
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            value = int(text)
-        except ValueError:
-            try:
-                value = float(text)
-            except ValueError:
-                raise MarginInputError(name, f"must be a positive integer, got {text!r}") from None
+    """A window or length as a positive integer (an integral real, or its decimal text
+    read by ``priors.validation.count_from_text``)."""
     try:
-        out = as_count(value, name, minimum=1)
+        if isinstance(value, str):
+            return count_from_text(value, minimum=1)
+        return as_count(value, name, minimum=1)
     except ValueError as exc:
         raise MarginInputError(name, str(exc).removeprefix(f"{name} ")) from None
-    return out
 
 
 def as_budget(value: object) -> int:
-    """``max_evaluations`` as a positive integer (an int, or a string of decimal digits)."""
-    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
-        value = int(value.strip())
+    """``max_evaluations`` as a positive integer (an int, or its decimal text)."""
+    if isinstance(value, str):
+        try:
+            return count_from_text(value, minimum=1)
+        except ValueError as exc:
+            raise MarginInputError("max_evaluations", str(exc)) from None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise MarginInputError("max_evaluations", f"must be a positive integer, got {value!r}")
     return int(value)
@@ -126,7 +138,7 @@ def validate_inputs(
 
     ``W >= 1``, ``W < L1 < 10**dps`` (so the lengths are exact at ``dps`` digits),
     ``W <= L0 < L1`` (``L0 = W`` when ``lmin`` is ``None``), ``0 < growth_tol < 1``,
-    ``0 <= B <= 1e6`` and ``DPS_MIN <= dps <= DPS_MAX``.
+    ``0 <= B <= MAX_SCORE_BOUND`` and ``DPS_MIN <= dps <= DPS_MAX``.
     """
     if isinstance(dps, bool) or not isinstance(dps, numbers.Integral):
         raise MarginInputError("dps", f"must be an integer, got {dps!r}")
@@ -155,9 +167,16 @@ def validate_inputs(
     tol_f, tol_text = decimal_text(growth_tol, "growth_tol")
     if not 0.0 < tol_f < 1.0:
         raise MarginInputError("growth_tol", f"must lie in (0, 1), got {tol_text}")
+    if tol_f < sys.float_info.min:
+        # the search certifies G <= the largest float <= tol; among subnormals that float
+        # can be far below tol, leaving a band where nothing can be decided
+        raise MarginInputError(
+            "growth_tol",
+            f"must be >= {sys.float_info.min!r} (a normal float64), got {tol_text}",
+        )
     b_f, b_text = decimal_text(score_bound, "score_bound")
     if b_f < 0.0:
         raise MarginInputError("score_bound", f"must be >= 0, got {b_text}")
-    if b_f > 1e6:
-        raise MarginInputError("score_bound", f"must be <= 1e6, got {b_text}")
+    if b_f > MAX_SCORE_BOUND:
+        raise MarginInputError("score_bound", f"must be <= {SCORE_CAP_TEXT}, got {b_text}")
     return MarginInputs(w, l0, l1, tol_f, tol_text, b_f, b_text, dps)

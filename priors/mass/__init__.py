@@ -12,8 +12,8 @@ For an encoding with prior partial sums ``S_m`` and query length ``l >= W``:
 * the limit ``M_inf(W) = S_W / S_inf`` (0 for a diluting prior) and the class.
 
 The command line ``python -m priors.mass`` lives in ``priors.mass.__main__`` (argument
-parsing) and ``priors.mass.format`` (its text and JSON records); ``priors.mass.main`` is
-its entry point, imported on first use. ``priors.window`` is the old path of this module.
+parsing, its entry point ``main``) and ``priors.mass.format`` (its text and JSON records);
+importing this library loads neither.
 
 >>> from priors.encodings import LogDistance
 >>> r = mass_report(LogDistance(alpha=1.1), 512, 65536, score_bound=0.5)
@@ -35,14 +35,12 @@ import mpmath
 
 from priors.classify import Classification
 from priors.content_bounds import distant_mass_bounds, window_mass_bounds
-from priors.encodings.base import GUARD_DPS, Encoding, check_window_length, finite_param
+from priors.encodings.base import GUARD_DPS, Encoding
 from priors.harmonic import DEFAULT_DPS
 from priors.precision import guarded
+from priors.validation import check_dps, check_score_bound, check_window_length
 
 __all__ = ["MassReport", "mass_report", "masses"]
-
-#: Names of the command line (``priors.mass.__main__``) also reachable here, on first use.
-_COMMAND_NAMES = frozenset({"main", "_parser", "build_encoding"})
 
 Pair = tuple[mpmath.mpf, mpmath.mpf]
 
@@ -137,19 +135,22 @@ def masses(
 
     ``M = S_W / (S_W + T)`` and ``D = T / (S_W + T)`` at ``B = 0``; the brackets from
     ``priors.content_bounds`` with ``E = e^{2B}``, all from the same two sums ``S_W`` and
-    ``T`` (``Encoding._masses``, the sums behind ``window_mass`` and ``distant_mass``).
+    ``T`` (``Encoding._mass_sums``, the sums behind ``window_mass`` and ``distant_mass``).
     """
-    w, n = check_window_length(window, length)
-    b = _check_score_bound(score_bound)
-    s_w, tail, dps = enc._masses(w, n, dps)
+    w, n, b, dps = _check_inputs(enc, window, length, score_bound, dps)
+    s_w, tail = enc._mass_sums(w, n, dps)
     return _masses_from_sums(s_w, tail, b, dps)
 
 
-def _check_score_bound(score_bound: object) -> float:
-    b = finite_param(score_bound, "score_bound")
-    if b < 0:
-        raise ValueError(f"score_bound must be >= 0, got {score_bound!r}")
-    return b
+def _check_inputs(
+    enc: object, window: object, length: object, score_bound: object, dps: object
+) -> tuple[int, int, float, int]:
+    """The public door of ``masses`` and ``mass_report``: every argument validated once
+    (``ValueError`` naming it); what is behind it takes the validated values."""
+    if not isinstance(enc, Encoding):
+        raise ValueError(f"enc must be an Encoding, got {type(enc).__name__}")
+    w, n = check_window_length(window, length)
+    return w, n, check_score_bound(score_bound), check_dps(dps)
 
 
 @guarded(GUARD_DPS)
@@ -185,15 +186,12 @@ def mass_report(
     dps : int
         Decimal digits of every number.
     """
-    if not isinstance(enc, Encoding):
-        raise ValueError(f"enc must be an Encoding, got {type(enc).__name__}")
-    w, n = check_window_length(window, length)
-    b = _check_score_bound(score_bound)
+    w, n, b, dps = _check_inputs(enc, window, length, score_bound, dps)
     # the sums of ``masses``, called from here so that a warning about the digits a sum
     # carries names the caller of ``mass_report`` (``Encoding._warn_digits``' stacklevel)
-    s_w, tail, dps = enc._masses(w, n, dps)
+    s_w, tail = enc._mass_sums(w, n, dps)
     m_br, d_br, m, d = _masses_from_sums(s_w, tail, b, dps)
-    series = enc.series_brackets(w, n, dps=dps)
+    series = enc._series_brackets(w, n, dps)
     digits = enc.mass_digits(w, n, dps)
     return MassReport(
         encoding=enc.name,
@@ -206,20 +204,10 @@ def mass_report(
         window_mass_bracket=m_br,
         distant_mass_bracket=d_br,
         series_bracket=series,
-        limit_window_mass=enc.limit_window_mass(w, dps=dps) if enc.limit_known else None,
+        limit_window_mass=enc._limit_window_mass(w, dps) if enc.limit_known else None,
         classification=enc.classify(),
         dps=dps,
         digits=digits,
         summation=enc.summation_note(),
     )
-
-
-def __getattr__(name: str) -> Any:
-    # ``from priors.mass import main`` (the command's entry point, at the path it always
-    # had): imported on first use, so that the library never loads the argument parser
-    if name in _COMMAND_NAMES:
-        from priors.mass import __main__ as command
-
-        return getattr(command, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -46,13 +46,23 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from priors.cli import Parser, UsageError, argtype, count, echo, emit, read_text, real, run
+from priors.cli import (
+    Parser,
+    UsageError,
+    argtype,
+    count,
+    echo,
+    emit,
+    read_text,
+    real,
+    run,
+    score_bound,
+)
+from priors.validation import DPS_MAX, DPS_MIN, SCORE_CAP_TEXT
 
 __all__ = ["main"]
 
 PROG = "priors.mass"
-#: Largest --dps accepted (as the margin command: beyond it the cost grows for no gain).
-DPS_MAX = 1000
 #: Largest file read by --table / --values (bytes).
 FILE_LIMIT = 1 << 24
 
@@ -71,23 +81,12 @@ _REQUIRED = {"t5": ("table",), "user": ("values",)}
 
 
 _real = argtype(lambda t: real(t, exact=True))
+_dps = argtype(lambda t: count(t, minimum=DPS_MIN, maximum=DPS_MAX))
 _count = argtype(count)
 _positive_count = argtype(lambda t: count(t, minimum=1))
 
 
-def _dps(text: str) -> int:
-    try:
-        value = count(text, maximum=10**9)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not 5 <= value <= DPS_MAX:
-        raise argparse.ArgumentTypeError(f"must lie in [5, {DPS_MAX}], got {value}")
-    return value
-
-
 def _parser() -> Parser:
-    from priors.encodings import ALiBi, CausalOTPrior, KerpleLog, KerplePower, LogDistance
-
     p = Parser(
         prog="python -m priors.mass",
         description="Window/distant masses, brackets and class of a positional prior "
@@ -100,10 +99,10 @@ def _parser() -> Parser:
         "--length", required=True, type=_positive_count, nargs="+",
         help="query length(s) l >= W, up to 1e18",
     )
-    p.add_argument("--score-bound", type=_real, default=0.0,
-                   help="content-score bound B >= 0 (default 0)")
+    p.add_argument("--score-bound", type=argtype(score_bound), default=0.0,
+                   help=f"content-score bound 0 <= B <= {SCORE_CAP_TEXT} (default 0)")
     p.add_argument("--dps", type=_dps, default=30,
-                   help=f"decimal digits, 5 to {DPS_MAX} (default 30)")
+                   help=f"decimal digits, {DPS_MIN} to {DPS_MAX} (default 30)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
         "--certify",
@@ -111,65 +110,49 @@ def _parser() -> Parser:
         help="also print guaranteed Arb ball enclosures (nope, alibi, log-distance, "
         "kerple-log, t5)",
     )
-    g = p.add_argument_group("encoding parameters (defaults used when not given)")
-    g.add_argument("--slope", type=_real,
-                   help=f"alibi: slope m > 0 (b(d) = -m d; default {ALiBi.slope!r})")
-    g.add_argument(
-        "--alpha", type=_real,
-        help="log-distance exponent alpha >= 0 (b(d) = -alpha ln(1+d); default "
-        f"{LogDistance.alpha!r})",
-    )
-    g.add_argument(
-        "--r1",
-        type=_real,
-        help="kerple-log / kerple-power: r1 > 0 (b(d) = -r1 ln(1 + r2 d), resp. -r1 d^r2; "
-        f"default {KerpleLog.r1!r}, resp. {KerplePower.r1!r})",
-    )
-    g.add_argument(
-        "--r2", type=_real,
-        help="kerple-log: r2 > 0; kerple-power: exponent 0 < r2 <= 2 (default "
-        f"{KerpleLog.r2!r}, resp. {KerplePower.r2!r})",
-    )
-    g.add_argument(
-        "--rho", type=_real,
-        help="causal-ot: rho in [0, 1) (b ~ -rho ln d for d << l; default "
-        f"{CausalOTPrior.rho!r})",
-    )
-    g.add_argument("--num-buckets", type=_count, help="t5: number of buckets (default 32)")
-    g.add_argument(
-        "--max-distance",
-        type=_count,
-        help="t5: max_distance, where the log-spaced buckets end (default 128)",
-    )
-    g.add_argument(
-        "--table", metavar="FILE", help="t5: FILE with the num_buckets learned biases (one head)"
-    )
-    g.add_argument(
-        "--dim", type=_count, help="sandwich: embedding dimension (even, default 128)"
-    )
-    g.add_argument(
-        "--base", type=_real,
-        help="sandwich: frequency base > 1 (w_i = base^(-2i/dim); default 10000)",
-    )
-    g.add_argument("--scale", type=_real, help="sandwich: bias scale > 0 (default 1)")
-    g.add_argument(
-        "--compress", type=_real,
-        help="sandwich: position compression ratio >= 1 (default 1)",
-    )
-    g.add_argument(
-        "--values", metavar="FILE", help="user: FILE with the bias values b(0), ..., b(m-1)"
-    )
-    g.add_argument(
-        "--tail",
-        choices=("none", "constant", "power"),
-        help="user: stated bias beyond the given values (default none: no continuation)",
-    )
-    g.add_argument(
-        "--tail-exponent",
-        type=_real,
-        help="user: exponent p of the power tail (weights ~ (1+d)^-p beyond the values)",
-    )
+    _add_encoding_options(p.add_argument_group(
+        "encoding parameters (defaults used when not given)"
+    ))
     return p
+
+
+def _encoding_options() -> list[tuple[str, dict[str, Any], str]]:
+    """``(flag, add_argument keywords, help)`` of every encoding parameter, with the
+    defaults the encodings use when the option is not given."""
+    from priors.encodings import ALiBi, CausalOTPrior, KerpleLog, KerplePower, LogDistance
+
+    real: dict[str, Any] = {"type": _real}
+    whole: dict[str, Any] = {"type": _count}
+    file: dict[str, Any] = {"metavar": "FILE"}
+    return [
+        ("--slope", real, f"alibi: slope m > 0 (b(d) = -m d; default {ALiBi.slope!r})"),
+        ("--alpha", real, "log-distance exponent alpha >= 0 (b(d) = -alpha ln(1+d); default "
+         f"{LogDistance.alpha!r})"),
+        ("--r1", real, "kerple-log / kerple-power: r1 > 0 (b(d) = -r1 ln(1 + r2 d), resp. "
+         f"-r1 d^r2; default {KerpleLog.r1!r}, resp. {KerplePower.r1!r})"),
+        ("--r2", real, "kerple-log: r2 > 0; kerple-power: exponent 0 < r2 <= 2 (default "
+         f"{KerpleLog.r2!r}, resp. {KerplePower.r2!r})"),
+        ("--rho", real, "causal-ot: rho in [0, 1) (b ~ -rho ln d for d << l; default "
+         f"{CausalOTPrior.rho!r})"),
+        ("--num-buckets", whole, "t5: number of buckets (default 32)"),
+        ("--max-distance", whole, "t5: max_distance, where the log-spaced buckets end "
+         "(default 128)"),
+        ("--table", file, "t5: FILE with the num_buckets learned biases (one head)"),
+        ("--dim", whole, "sandwich: embedding dimension (even, default 128)"),
+        ("--base", real, "sandwich: frequency base > 1 (w_i = base^(-2i/dim); default 10000)"),
+        ("--scale", real, "sandwich: bias scale > 0 (default 1)"),
+        ("--compress", real, "sandwich: position compression ratio >= 1 (default 1)"),
+        ("--values", file, "user: FILE with the bias values b(0), ..., b(m-1)"),
+        ("--tail", {"choices": ("none", "constant", "power")},
+         "user: stated bias beyond the given values (default none: no continuation)"),
+        ("--tail-exponent", real,
+         "user: exponent p of the power tail (weights ~ (1+d)^-p beyond the values)"),
+    ]
+
+
+def _add_encoding_options(group: Any) -> None:
+    for flag, keywords, text in _encoding_options():
+        group.add_argument(flag, help=text, **keywords)
 
 
 def _read_numbers(path: str, name: str) -> list[float]:

@@ -39,7 +39,7 @@ from priors.encodings import (
     NoPE,
     T5Buckets,
 )
-from priors.mass import main
+from priors.mass.__main__ import main
 
 _T5_TABLE = tuple(float(x) for x in np.random.default_rng(7).normal(-1.0, 1.5, size=32))
 
@@ -387,7 +387,7 @@ def test_subprocess_certify_and_imports():
     assert "certified masses are available" in bad.stderr
     probe = (
         "import sys, io, contextlib\n"
-        "from priors.mass import main\n"
+        "from priors.mass.__main__ import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['--encoding', 'log-distance', '--alpha', '1.1', '--window', '8',\n"
         "                 '--length', '64', '1e15', '--certify', '--json']) == 0\n"

@@ -165,12 +165,3 @@ def test_classification_is_a_leaf_and_the_cycle_is_gone():
         assert res.returncode == 0, res.stderr
         assert res.stdout.strip() == expected
 
-
-def test_symbolic_names_at_their_old_path():
-    import priors.classify
-    import priors.symbolic
-
-    assert priors.classify.classify is priors.symbolic.classify
-    assert priors.classify.symbolic_label is priors.symbolic.symbolic_label
-    with pytest.raises(AttributeError, match="no_such_name"):
-        priors.classify.no_such_name  # noqa: B018

@@ -7,6 +7,9 @@ closed form, no tail formula), never the code under test.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 import warnings
 
 import mpmath
@@ -128,7 +131,7 @@ def test_sandwich_refuses_what_it_cannot_compute(kwargs, length, needle):
 
 
 def _mass(capsys, *argv):
-    from priors.mass import main
+    from priors.mass.__main__ import main
 
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -212,7 +215,7 @@ def test_help_shows_the_defaults_used_silently(capsys):
     from priors.encodings import ALiBi, CausalOTPrior, KerpleLog, LogDistance
 
     with pytest.raises(SystemExit):
-        from priors.mass import _parser
+        from priors.mass.__main__ import _parser
 
         _parser().parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())
@@ -257,3 +260,63 @@ def test_kerple_log_huge_r1_limit_is_a_mass():
     # 10^-(1e308 * 308): M_inf(4) = 1 to any printed precision
     lim = KerpleLog(1e308, 1e308).limit_window_mass(4)
     assert lim == 1
+
+
+def _log10_of_decimal(text: str) -> mpmath.mpf:
+    """``log10`` of a positive decimal string whose exponent may exceed any float's."""
+    mantissa, _, exponent = text.lower().partition("e")
+    return mpmath.log10(mpmath.mpf(mantissa)) + int(exponent or 0)
+
+
+@pytest.mark.parametrize("r", ["1e308", "1e50", "1e20"])
+def test_kerple_log_huge_parameters_certify_in_seconds(r):
+    """``--r1 = --r2 = r`` with ``--certify``: minutes before (Arb's zeta at such exponents
+    does not finish); now the first terms plus a tail bound, the shift 1/r2 evaluated at
+    the precision the exponent needs. The enclosure of ``D`` must hold the reference
+    ``D = (1 + 512 r2)^-r1 (1 + ...)``: the ratio of the next term to the first is
+    ``((1 + 513 r2) / (1 + 512 r2))^-r1 < 10^-(r1/600)``, so ``log10 D`` is
+    ``-r1 log10(1 + 512 r2)`` to far more than the 25 digits compared (mpmath, 80 digits
+    plus the digits of the exponent)."""
+    argv = [sys.executable, "-m", "priors.mass", "--encoding", "kerple-log", "--r1", r,
+            "--r2", r, "--window", "512", "--length", "65536", "--certify", "--json"]
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-500:]
+    assert time.perf_counter() - start < 60
+    lo, hi = json.loads(proc.stdout)["distant_mass_ball"]
+    with mpmath.workdps(80 + len(r)):
+        r1 = r2 = mpmath.mpf(float(r))  # the float64 the command reads, exactly
+        ref = -r1 * mpmath.log10(1 + 512 * r2)
+        tol = abs(ref) * mpmath.mpf(10) ** -25
+        assert _log10_of_decimal(lo) - tol <= ref <= _log10_of_decimal(hi) + tol
+        assert _log10_of_decimal(hi) - _log10_of_decimal(lo) <= tol
+
+
+@pytest.mark.parametrize("r2", [1e-308, 1e-310, 5e-324])
+def test_kerple_log_huge_exponent_with_a_huge_shift(r2):
+    """``r1 = 1e308`` with ``1/r2`` as large or larger: the terms fall by ``e^-(r1 r2)`` each
+    (``e^-1``, ``e^-0.01``, ``e^-2e-16``), so neither a few terms nor a Hurwitz zeta did it
+    (a hang): the first terms plus a tail bound, or Euler–Maclaurin. Reference: the terms
+    ``(1 + r2 d)^-r1 = exp(-r1 log1p(r2 d))`` summed one by one by mpmath at 60 digits."""
+    from priors.certified import certified_masses
+    from priors.encodings import KerpleLog
+
+    enc = KerpleLog(1e308, r2)
+    start = time.perf_counter()
+    d = enc.distant_mass(8, 4096)
+    assert time.perf_counter() - start < 30
+    with mpmath.workdps(60):
+        r1, r2_ = mpmath.mpf(1e308), mpmath.mpf(r2)
+        terms = [mpmath.exp(-r1 * mpmath.log1p(r2_ * k)) for k in range(4096)]
+        ref = mpmath.fsum(terms[8:]) / mpmath.fsum(terms)
+        assert abs(d - ref) <= ref * mpmath.mpf(10) ** -25
+    if r2 == 1e-308:  # Arb: the first terms plus a tail bound, certified
+        ball = certified_masses(enc, 8, 4096).distant_mass
+        with mpmath.workdps(60):
+            assert mpmath.mpf(ball.lower().str(40, radius=False)) <= ref * (1 + 1e-30)
+            assert ref * (1 - 1e-30) <= mpmath.mpf(ball.upper().str(40, radius=False))
+    else:  # no certified enclosure is reachable there: refused in one line, not a hang
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="no certified enclosure"):
+            certified_masses(enc, 8, 4096)
+        assert time.perf_counter() - start < 30

@@ -237,22 +237,6 @@ def test_sup_method_is_a_value_and_the_prose_is_apart():
     assert f"established by {r.sup_explanation}\n" in format_result(r)  # the text keeps the prose
 
 
-def test_tol_keyword_still_works_with_a_deprecation_warning():
-    """The former keyword ``tol=`` gives the same result as ``growth_tol`` and warns once,
-    at the caller's line; both at once is an error, as for any duplicated argument."""
-    positional = select_margin(64, 4096, 0.1)
-    with pytest.warns(DeprecationWarning, match="growth_tol") as record:
-        old = select_margin(64, 4096, tol=0.1)
-    assert len(record) == 1 and record[0].filename == __file__
-    assert old == positional == select_margin(64, 4096, growth_tol=0.1)
-    with pytest.raises(TypeError, match="growth_tol"):
-        select_margin(64, 4096, 0.1, tol=0.1)
-    with pytest.raises(TypeError, match="growth_tol"):
-        select_margin(64, 4096, growth_tol=0.1, tol=0.1)
-    with pytest.warns(DeprecationWarning, match="growth_tol"):
-        assert positional.tol == positional.growth_tol
-
-
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [

@@ -15,7 +15,7 @@ import sys
 import mpmath
 import pytest
 
-from priors.margin import main
+from priors.margin.__main__ import main
 
 
 def run(argv, capsys):

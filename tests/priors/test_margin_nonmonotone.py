@@ -1,11 +1,12 @@
 """Margin selector (docs/theory.md §7) on non-monotone growth, against brute force.
 
 With ``B > 0`` and ``L0 > W`` the growth ``G = D^+_{L1} - D^-_{L0}`` can rise from
-``alpha = 1`` to an interior maximum before it falls (docs/theory.md §7). When ``G(1) < tol < max G``
-the margin ``delta*`` is the crossing to the right of the maximum, and the certified sweep's
-first-order box bound alone creeps towards it from the right without ever exposing a
-violation (the secant probe of ``priors.margin.search`` exposes one). This module checks the
-selector in that regime, and around it, against references that never touch ``priors``:
+``alpha = 1`` to an interior maximum before it falls (docs/theory.md §7). When
+``G(1) < tol < max G`` the margin ``delta*`` is the crossing to the right of the maximum,
+and the certified sweep's first-order box bound alone creeps towards it from the right
+without ever exposing a violation (the secant probe of ``priors.margin.search`` exposes
+one). This module checks the selector in that regime, and around it, against references
+that never touch ``priors``:
 
 * ``grid_growth``: float64 direct sums of ``k^-alpha`` on a fine ``alpha`` grid (numpy),
   to find ``G(1)``, ``max G`` and the last grid point where ``G > tol``;
@@ -282,7 +283,7 @@ def test_reported_command_json():
 
 
 def test_reported_command_text(capsys):
-    from priors.margin import main
+    from priors.margin.__main__ import main
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -328,7 +329,7 @@ def test_unproven_lower_end_is_said_plainly(monkeypatch):
 def test_no_margin_text_and_json(capsys):
     """delta* = 0 (tol above max G, L0 > W, B > 0): the bracket [0, 0] carries no violation,
     and the output says so rather than calling delta_lo proven."""
-    from priors.margin import main
+    from priors.margin.__main__ import main
 
     argv = ["--window", "8", "--lmin", "512", "--lmax", "100000", "--tol", "0.9",
             "--score-bound", "0.3"]

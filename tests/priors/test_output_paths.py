@@ -9,15 +9,13 @@ the path itself, which must be exactly what it was (same inode, same kind, same 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support import alarm, snapshot
 
 from priors.cli import (
     ListOf,
@@ -37,28 +35,6 @@ from priors.cli import (
 
 #: Seconds a read of a FIFO may take before it counts as a hang (it must not block at all).
 ALARM_S = 10
-
-
-@contextlib.contextmanager
-def alarm(seconds: int):
-    def fail(signum, frame):
-        raise TimeoutError(f"blocked for {seconds} s (a FIFO was opened for reading)")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def snapshot(path: Path) -> tuple[Any, ...]:
-    """What must not change: the entry's inode, kind, link target and (files) bytes."""
-    st = os.lstat(path)
-    link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
-    data = path.read_bytes() if stat.S_ISREG(st.st_mode) else None
-    return (st.st_ino, stat.S_IFMT(st.st_mode), link, data)
 
 
 def _fifo(tmp: Path) -> Path:

@@ -256,8 +256,29 @@ def test_fewer_digits_warning_has_its_class_and_names_the_caller(call):
         call(enc, 4, 64, dps=enc.max_digits)  # as many digits as it carries: no warning
 
 
-def test_old_module_path_is_the_same_library():
-    import priors.window
 
-    assert priors.window.mass_report is mass_report
-    assert priors.window.masses is masses and priors.window.MassReport is MassReport
+def test_mass_report_validates_the_window_once(monkeypatch):
+    """The public door validates; nothing behind it validates the window again (counted on
+    every module that holds ``check_window_length``), and the numbers are those of the
+    public methods, which validate for themselves."""
+    import priors.brackets
+    import priors.encodings.base
+    import priors.mass
+    import priors.validation
+
+    calls = []
+    real = priors.validation.check_window_length
+
+    def counted(window, length):
+        calls.append((window, length))
+        return real(window, length)
+
+    for module in (priors.mass, priors.encodings.base, priors.brackets, priors.validation):
+        monkeypatch.setattr(module, "check_window_length", counted)
+    enc = LogDistance(alpha=1.1)
+    r = mass_report(enc, 64, 4096, score_bound=0.5, dps=25)
+    assert calls == [(64, 4096)]
+    assert r.window_mass == enc.window_mass(64, 4096, dps=25)
+    assert r.series_bracket == enc.series_brackets(64, 4096, dps=25)
+    assert r.limit_window_mass == enc.limit_window_mass(64, dps=25)
+    assert len(calls) == 3  # the public methods each validated once (control)
