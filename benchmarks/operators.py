@@ -96,14 +96,13 @@ def _team_rows(s, rho: float, tol: float) -> dict:
     (at most ``n``), ``exchange_ns``: the exchange's cost it was chosen from (both 0 without a
     team). All None without the compiled kernel.
     """
-    from proofs_check.operators import _causal_ot_compiled as compiled
+    from proofs_check.operators.causal_ot import _compiled
 
-    ext = compiled.load_extension()
-    if ext is None:
+    if _compiled.load_extension() is None:
         return {"team_rows": None, "team_from": None, "exchange_ns": None}
-    _, stats = ext.forward(s.contiguous(), float(rho), float(tol), 100)
-    return {"team_rows": int(stats[:, 5].sum().item()), "team_from": int(stats[:, 7].max().item()),
-            "exchange_ns": float(stats[:, 8].max().item())}
+    _, stats = _compiled.forward(s, rho, tol, 100)
+    return {"team_rows": sum(stats.team_rows), "team_from": max(stats.team_from),
+            "exchange_ns": max(stats.exchange_ns)}
 
 
 def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
@@ -237,7 +236,7 @@ def _stream_child(n: int, rho: float) -> None:
 
     torch.set_num_threads(1)
     from proofs_check.operators import stream_causal_ot
-    from proofs_check.operators._causal_ot_compiled import load_extension
+    from proofs_check.operators.causal_ot._compiled import load_extension
 
     compiled = load_extension() is not None
     # The peak is this process's own high-water mark, reset here to its RSS after the imports

@@ -1,7 +1,7 @@
 """Batch unbalanced Sinkhorn on the causal kernel: the plan that collapses (docs/theory.md §1).
 
-This is the *non*-prefix-consistent construction of docs/theory.md §1, kept as a reference and as the
-negative control of the prefix-consistency check (Proposition 2.3): every column sum is
+This is the *non*-prefix-consistent construction of docs/theory.md §1, kept as a reference and
+as the negative control of the prefix-consistency check (Proposition 2.3): every column sum is
 relaxed against the whole sequence at once, so later queries change earlier rows ("leak"),
 and as ``rho -> 1`` the plan tends to the identity (Proposition 1).
 
@@ -109,7 +109,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._causal_ot_common import (
+from .causal_ot._common import (
     ConvergenceInfo,
     ConvergenceWarning,
     validate_rho,

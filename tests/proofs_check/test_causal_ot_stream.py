@@ -1,4 +1,4 @@
-"""The O(n)-memory streaming solver against the dense solvers and docs/theory.md §4's measurements."""
+"""The O(n)-memory streaming solver against the dense solvers and docs/theory.md §4's numbers."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_continuum_distance_reproduces_theory_k_256():
     j = torch.arange(1, l_max + 1, dtype=F64)
     q = gammaincc(1 - rho, (math.log(l_max) - torch.log(j)).numpy())
     k_l = float(abs(cdf - q).max())
-    # docs/theory.md quotes 3 significant digits: agree to 1e-5 absolute (half a unit in the last digit)
+    # docs/theory.md quotes 3 significant digits: agree to 5e-6 absolute (half a unit in the last)
     assert abs(k_l - 0.00668) <= 5e-6, k_l
 
 

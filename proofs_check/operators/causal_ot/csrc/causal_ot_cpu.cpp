@@ -16,7 +16,7 @@
 // solved first, by a small Newton iteration, and every weight is then written in one pass
 // (the series solve in solve_compact).  The backward
 // differentiates each row's optimality conditions and sweeps the rows in reverse.
-// See proofs_check/operators/_causal_ot_compiled.py for the derivations and the Python side.
+// The Python side: proofs_check/operators/causal_ot/_compiled.py.
 //
 // Transcendentals: the exp/log below are written for this file so that the compiler can
 // vectorise the key loops (-O3 -march=native): range reduction plus a polynomial, relative
