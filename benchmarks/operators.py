@@ -87,27 +87,32 @@ def _masked_softmax_fn(s, mask):
     return lambda: torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
 
 
-def _team_rows(s, rho: float, tol: float) -> dict:
+def _team_rows(s, rho: float, tol: float, team_options=None) -> dict:
     """What the compiled kernel's team of two did in one more (untimed) call.
 
     ``team_rows``: the rows it solved together, non-zero only for one head on two or more
     threads; fewer than ``n - team_from + 1`` means the team dissolved on the way (its workers
     waited too long at their exchanges: a busy machine). ``team_from``: its first shared row
     (at most ``n``), ``exchange_ns``: the exchange's cost it was chosen from (both 0 without a
-    team). All None without the compiled kernel.
+    team). All None without the compiled kernel. ``team_options``: the kernel's
+    ``KernelOptions`` for this call (default: the operator's).
     """
     from proofs_check.operators.causal_ot import _compiled
 
     if _compiled.load_extension() is None:
         return {"team_rows": None, "team_from": None, "exchange_ns": None}
-    _, stats = _compiled.forward(s, rho, tol, 100)
+    _, stats = _compiled.forward(s, rho, tol, 100, team_options or _compiled.DEFAULT_OPTIONS)
     return {"team_rows": sum(stats.team_rows), "team_from": max(stats.team_from),
             "exchange_ns": max(stats.exchange_ns)}
 
 
 def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
-               repeats: int = 5) -> list[dict]:
-    """One row per (n, heads, dtype, rho, method): iterations, wall time, ratio to softmax."""
+               repeats: int = 5, team_options=None) -> list[dict]:
+    """One row per (n, heads, dtype, rho, method): iterations, wall time, ratio to softmax.
+
+    ``team_options``: the kernel options of the untimed call that reports the team
+    (:func:`_team_rows`; tests pin the team's rules with it).
+    """
     import torch
 
     from proofs_check.operators import ConvergenceWarning, causal_ot_attention
@@ -165,7 +170,7 @@ def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
                             "threads": torch.get_num_threads(), "allocator": allocator,
                         }
                         if method == "newton":
-                            row.update(_team_rows(s, rho, res.info.tol))
+                            row.update(_team_rows(s, rho, res.info.tol, team_options))
                         out.append(row)
                         print(json.dumps(row), file=sys.stderr, flush=True)
     return out

@@ -14,18 +14,22 @@ statistics (:class:`ForwardStats`, :class:`RowStats`).
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
 import torch
 
 __all__ = [
+    "DEFAULT_OPTIONS",
     "CompiledFallbackWarning",
     "ForwardStats",
+    "KernelOptions",
     "RowStats",
     "backward",
     "forward",
@@ -34,9 +38,70 @@ __all__ = [
     "usable",
 ]
 
-_SOURCES = [Path(__file__).with_name("csrc") / "causal_ot_cpu.cpp"]
+_CSRC = Path(__file__).with_name("csrc")
+_SOURCES = [_CSRC / "bindings.cpp"]  # the one translation unit; it includes csrc/*.h
 _EXT_NAME = "proofs_check_causal_ot_cpu_v3"
 _state: dict[str, object] = {}
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """Tuning of the compiled kernel, passed to it as one struct (``csrc/options.h``).
+
+    The defaults are what the operator uses; the other values select the paths that tests
+    compare and the team's rules that they pin.
+
+    Attributes
+    ----------
+    series : bool
+        Rows of 256 keys and more (640 in a team) may take the series solve (``csrc/series.h``:
+        the far keys' roots as a power series, no joint Newton loop); False: every row takes
+        the joint Newton loop. Both are live algorithms (short rows always take the loop);
+        tests compare the two.
+    stream_stores : ``"auto"``, ``"always"`` or ``"never"``
+        Whether the output is written by streaming (non-temporal) stores: ``"auto"`` from
+        16 MiB of output on, where the output outgrows the cache. Tests compare both paths on
+        small outputs.
+    poison_output : bool
+        Fill the output with NaN before solving, so that an entry the kernel fails to write
+        shows (its output buffer is otherwise uninitialised). For checks only.
+    team_from : int or None
+        The first row a team of two workers shares (at least 256); None: chosen from the
+        measured cost of one exchange between the workers (``csrc/team.h``).
+    exchange_ns : float or None
+        The exchange cost (ns) to choose the first shared row by, instead of the measured one.
+    team_give_up : float or None
+        The share of a 64-row window the two workers may spend waiting before the team
+        dissolves (two such windows in a row); None: 0.85 for rows shorter than 1024, 0.7
+        from there; below 0: the team dissolves at its first check.
+    zero_ahead : int or None
+        The most rows worker 1 zeroes ahead (above the diagonal) while worker 0 solves the
+        short rows alone; None: as many as it gets to.
+    """
+
+    series: bool = True
+    stream_stores: Literal["auto", "always", "never"] = "auto"
+    poison_output: bool = False
+    team_from: int | None = None
+    exchange_ns: float | None = None
+    team_give_up: float | None = None
+    zero_ahead: int | None = None
+
+
+DEFAULT_OPTIONS = KernelOptions()
+_STREAM_STORES = {"auto": -1, "never": 0, "always": 1}
+
+
+def _kernel_options(mod: ModuleType, options: KernelOptions) -> object:
+    """The C++ struct of ``options`` (ValueError naming a field it refuses)."""
+    if options.stream_stores not in _STREAM_STORES:
+        raise ValueError(f"stream_stores must be one of {tuple(_STREAM_STORES)}, got "
+                         f"{options.stream_stores!r}")
+    return mod.KernelOptions(
+        series=bool(options.series), stream_stores=_STREAM_STORES[options.stream_stores],
+        poison_output=bool(options.poison_output), team_from=options.team_from,
+        exchange_ns=options.exchange_ns, team_give_up=options.team_give_up,
+        zero_ahead=options.zero_ahead)
 
 
 class CompiledFallbackWarning(UserWarning):
@@ -79,6 +144,16 @@ if platform.machine().lower() in ("x86_64", "amd64"):
     _FLAGS.insert(2, "-mprefer-vector-width=512")
 
 
+def _sources_digest() -> str:
+    """A digest of every file in ``csrc/``: part of the build flags, so that the cached build
+    is replaced whenever a header changes (torch versions the build by its sources' text)."""
+    h = hashlib.sha256()
+    for path in sorted(_CSRC.iterdir()):
+        if path.suffix in (".cpp", ".h"):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _build(cpp_extension) -> ModuleType:
     """Build (or load from the cache) with OpenMP, else without it.
 
@@ -97,7 +172,8 @@ def _build(cpp_extension) -> ModuleType:
                 return cpp_extension.load(
                     name=_EXT_NAME + ("" if extra else "_serial"),
                     sources=[str(p) for p in _SOURCES],
-                    extra_cflags=_FLAGS + extra, extra_ldflags=extra, verbose=False,
+                    extra_cflags=[*_FLAGS, *extra, f"-DCAUSAL_OT_SOURCES={_sources_digest()}"],
+                    extra_ldflags=extra, verbose=False,
                 )
         except Exception as exc:  # this flag set failed: try the next
             last = exc
@@ -122,11 +198,6 @@ def _module() -> ModuleType:
     if mod is None:
         raise RuntimeError("the compiled causal OT kernel is unavailable")
     return mod
-
-
-# The columns of the kernel's (B, 10) statistics matrix, in order (forward_impl in csrc/).
-_STAT_COLUMNS = ("newton_steps", "error_estimate", "converged", "fallback_rows", "invalid_row",
-                 "team_rows", "series_rows", "team_from", "exchange_ns", "guess_rows")
 
 
 @dataclass(frozen=True)
@@ -181,18 +252,21 @@ class ForwardStats:
 _FLOAT_STATS = ("error_estimate", "exchange_ns")
 
 
-def _forward_stats(matrix: torch.Tensor) -> ForwardStats:
-    """The kernel's statistics matrix, column by column, as named per-slice tuples."""
-    named = dict(zip(_STAT_COLUMNS, matrix.t().tolist(), strict=True))
-    fields = {name: tuple(float(v) for v in col) if name in _FLOAT_STATS
-              else tuple(bool(v) for v in col) if name == "converged"
-              else tuple(int(v) for v in col) for name, col in named.items()}
+def _forward_stats(columns: dict[str, torch.Tensor]) -> ForwardStats:
+    """The kernel's statistics (name: a float64 value per slice) as named per-slice tuples."""
+    fields = {}
+    for name, col in columns.items():
+        values = col.tolist()
+        fields[name] = (tuple(float(v) for v in values) if name in _FLOAT_STATS
+                        else tuple(v > 0 for v in values) if name == "converged"
+                        else tuple(int(v) for v in values))
     return ForwardStats(**fields)
 
 
 @dataclass(frozen=True)
 class RowStats:
-    """What the compiled solve of one stream row did (fields as in :class:`ForwardStats`)."""
+    """What the compiled solve of one stream row did (fields as in :class:`ForwardStats`;
+    ``fallback``: the row was finished by the safeguarded nested iteration)."""
 
     newton_steps: int
     error_estimate: float
@@ -201,19 +275,23 @@ class RowStats:
     invalid_row: int
 
 
-def forward(s: torch.Tensor, rho: float, tol: float,
-            max_iter: int) -> tuple[torch.Tensor, ForwardStats]:
+def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int,
+            options: KernelOptions = DEFAULT_OPTIONS) -> tuple[torch.Tensor, ForwardStats]:
     """Weights of ``(B, n, n)`` CPU scores (``-inf`` masked; the upper triangle is not read)."""
-    w, stats = _module().forward(s.contiguous(), float(rho), float(tol), int(max_iter))
+    mod = _module()
+    w, stats = mod.forward(s.contiguous(), float(rho), float(tol), int(max_iter),
+                           _kernel_options(mod, options))
     return w, _forward_stats(stats)
 
 
 def stream_row(srow: torch.Tensor, col: torch.Tensor, lcol: torch.Tensor, rho: float,
-               tol: float, max_iter: int) -> tuple[torch.Tensor, RowStats]:
+               tol: float, max_iter: int,
+               options: KernelOptions = DEFAULT_OPTIONS) -> tuple[torch.Tensor, RowStats]:
     """One row of the stream (``col`` = C, ``lcol`` = log C, both updated in place)."""
-    row, st = _module().stream_row(srow, col, lcol, float(rho), float(tol), int(max_iter))
-    it, err, ok, fb, bad = st.tolist()
-    return row, RowStats(int(it), float(err), bool(ok), bool(fb), int(bad))
+    mod = _module()
+    row, st = mod.stream_row(srow, col, lcol, float(rho), float(tol), int(max_iter),
+                             _kernel_options(mod, options))
+    return row, RowStats(**st)
 
 
 def backward(a: torch.Tensor, g: torch.Tensor, rho: float) -> torch.Tensor:
