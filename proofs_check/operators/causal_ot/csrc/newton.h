@@ -32,8 +32,10 @@ template <typename T>
 inline T counted_floor(T tol) { return std::log(tol) - T(30); }
 
 // Safeguarded nested solve (fallback): for each zeta, every key's scalar convex equation by
-// Newton from its upper bound (monotone from above); zeta by bracketed Newton on
-// u(zeta) = log sum_j a_j(zeta) (slope in [-1, -(1-rho)]).
+// Newton from its upper bound (monotone from above: at most 200 steps, stopped once a step is
+// below tol / 10 or changes nothing); zeta by bracketed Newton on u(zeta) = log sum_j a_j(zeta)
+// (slope in [-1, -(1-rho)]), given up once its step stops shrinking within 1e3 ulps of zeta's
+// scale (a tol below the dtype's resolution) or the bracket closes.
 template <typename T>
 void solve_safe(std::int64_t m, const T* s, const T* c, const T* lc, T* x, T& zeta, T kappa,
                 T omr, double tol, std::int64_t max_iter, RowStats& st) {
@@ -191,17 +193,51 @@ inline void eval_fresh(std::int64_t j, Work<T>& w, T kappa, T zeta, T& sum_a, T&
   sum_pr += p * rj;
 }
 
+// The row's last pass (the caller has bounded its step so that the row stops after it): the
+// step as in newton_pass with level-POLY polynomial updates, then x_j, a_j, log D_j and sum a
+// only, none of what a next step would need (1/g_j, r_j: a division and two sums less a key).
+template <typename T, int POLY>
+PassSums newton_final_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T omr, T dz, T nz,
+                           T floor_x) {
+  const T* __restrict s = w.s.data();
+  const T* __restrict c = w.c.data();
+  const T* __restrict q = w.q.data();
+  T* __restrict x = w.x.data();
+  const T* __restrict r = w.r.data();
+  const T* __restrict gi = w.gi.data();
+  T* __restrict a = w.a.data();
+  T* __restrict ld = w.ld.data();
+  T sum_a = 0, mdx = 0, mall = 0;
+#pragma omp simd reduction(+ : sum_a) reduction(max : mdx, mall)
+  for (std::int64_t j = lo; j < hi; ++j) {
+    const T dx = -(r[j] + dz) * gi[j];
+    const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
+    const T xo = x[j];
+    const T xn = std::min(xo + dx, ub);
+    const T d = xn - xo;
+    const T ae = a[j] * expm1_small<T, POLY>(d);
+    const T an = a[j] + ae;
+    const T ldn = c[j] > 0 ? ld[j] + log1p_small<T, POLY>(ae / (c[j] + a[j])) : xn;
+    const T ad = std::abs(d);
+    x[j] = xn;
+    a[j] = an;
+    ld[j] = ldn;
+    sum_a += an;
+    mall = std::max(mall, ad);
+    mdx = std::max(mdx, (xo > floor_x || xn > floor_x) ? ad : T(0));
+  }
+  return {double(sum_a), 0.0, 0.0, double(mdx), double(mall)};
+}
+
 // One merged Newton pass: apply the step (dx_j = -(r_j + dz) g_j^{-1}, clamped to the upper
 // bound of the root at the new zeta nz), then evaluate the new iterate (a_j, log D_j, 1/g_j,
 // r_j) and the sums of the next step. POLY: update a_j and log D_j from the old values with
 // expm1/log1p polynomials of level POLY, valid for |step| <= kPolyLimit[POLY] (the caller
 // checks mall after the pass); POLY = 0: fresh exp/log for every key. EXC: a key that steps
 // further is flagged instead (a_j = -1, left out of the sums) and evaluated fresh after the
-// loop (w's exc list); the checks cost 20% of a polynomial pass, so only where the
-// caller expects such keys. FINAL: the row's last pass (the caller has bounded its step so
-// that the row stops after it): x_j, a_j, log D_j and sum a only, none of what a next step
-// would need (1/g_j, r_j: a division and two sums less a key).
-template <typename T, int POLY, bool EXC = false, bool FINAL = false>
+// loop (w's exc list); the flags cost a fifth of a polynomial pass, so only where the caller
+// expects such keys (pass_level -1).
+template <typename T, int POLY, bool EXC = false>
 PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T omr,
                      T dz, T nz, T floor_x) {
   const T* __restrict s = w.s.data();
@@ -214,29 +250,8 @@ PassSums newton_pass(std::int64_t lo, std::int64_t hi, Work<T>& w, T kappa, T om
   T* __restrict ld = w.ld.data();
   const T g_fresh = T(1) / (T(1) + kappa);
   const T limit = T(kPolyLimit[POLY]);
-  constexpr bool STAT = POLY >= 2 && !FINAL;
+  constexpr bool STAT = POLY >= 2;
   T sum_a = 0, sum_p = 0, sum_pr = 0, mdx = 0, mall = 0, n_bad = 0, mrg = 0, mg = 0;
-  if (FINAL) {
-#pragma omp simd reduction(+ : sum_a) reduction(max : mdx, mall)
-    for (std::int64_t j = lo; j < hi; ++j) {
-      const T dx = -(r[j] + dz) * gi[j];
-      const T ub = std::min(q[j] - nz, omr * (s[j] - nz));
-      const T xo = x[j];
-      const T xn = std::min(xo + dx, ub);
-      const T d = xn - xo;
-      const T ae = a[j] * expm1_small<T, POLY>(d);
-      const T an = a[j] + ae;
-      const T ldn = c[j] > 0 ? ld[j] + log1p_small<T, POLY>(ae / (c[j] + a[j])) : xn;
-      const T ad = std::abs(d);
-      x[j] = xn;
-      a[j] = an;
-      ld[j] = ldn;
-      sum_a += an;
-      mall = std::max(mall, ad);
-      mdx = std::max(mdx, (xo > floor_x || xn > floor_x) ? ad : T(0));
-    }
-    return {double(sum_a), 0.0, 0.0, double(mdx), double(mall)};
-  }
 #pragma omp simd reduction(+ : sum_a, sum_p, sum_pr, n_bad) reduction(max : mdx, mall, mrg, mg)
   for (std::int64_t j = lo; j < hi; ++j) {
     const T dx = -(r[j] + dz) * gi[j];
@@ -336,7 +351,7 @@ PassSums joint_pass(RowSolve<T>& rs, T dz, T nz, T floor_x, int poly, bool last)
   const std::int64_t lo = rs.lo, hi = rs.hi;
   Work<T>& w = rs.w;
   const T kappa = rs.kappa, omr = rs.omr;
-  PassSums ps = last         ? newton_pass<T, 3, false, true>(lo, hi, w, kappa, omr, dz, nz, floor_x)
+  PassSums ps = last         ? newton_final_pass<T, 3>(lo, hi, w, omr, dz, nz, floor_x)
                 : poly == 3  ? newton_pass<T, 3>(lo, hi, w, kappa, omr, dz, nz, floor_x)
                 : poly == 2  ? newton_pass<T, 2>(lo, hi, w, kappa, omr, dz, nz, floor_x)
                 : poly == 1  ? newton_pass<T, 1>(lo, hi, w, kappa, omr, dz, nz, floor_x)
@@ -366,7 +381,7 @@ struct JointEnd {
 // comes from a scan bounding the keys' steps (pass_level), or, once the last pass's maxima
 // bound this step's moves below 2^-12 (next_move_bound, the same on both workers), level 3
 // without a scan; if that bound already meets the stopping rule, the pass is the row's last
-// (newton_pass FINAL). Stopping rule: the step just taken estimates the error of the previous
+// (newton_final_pass). Stopping rule: the step just taken estimates the error of the previous
 // iterate; with Newton's quadratic convergence e_{k+1} <= K e_k^2 and K estimated by
 // step/prev^2, the new iterate's error is about step^3/prev^2 (times a safety factor 4),
 // trusted only in the quadratic regime (newton_error_bound).
