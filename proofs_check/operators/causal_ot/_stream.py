@@ -52,9 +52,10 @@ def stream_causal_ot(
         indices ``1..l`` (an int64 tensor on ``device``); returns the ``l`` scores of row
         ``l`` (``-inf`` = masked key). ``None`` means constant scores (the prior of §4).
     dtype : float32 or float64 (the compute dtype).
-    device : where the vectors live.
-    tol, max_iter : Newton tolerance (dtype default) and cap per row; a row that misses it
-        issues a :class:`ConvergenceWarning`.
+    device : where the vectors live (a device that holds values: not ``meta``).
+    tol, max_iter : Newton tolerance (dtype default) and cap per row (a Python or numpy
+        integer in ``[1, 2**31 - 1]``); a row that misses it issues a
+        :class:`ConvergenceWarning`.
     progress : ``True`` prints ``row l/n`` lines to stderr (at most one per 5 s, and the last
         row); a callable ``progress(l, n)`` is called before each row; False or None
         (default): silent.
