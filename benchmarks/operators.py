@@ -14,17 +14,15 @@ rounds of both.
 
 The allocator is held warm (:func:`warm_allocator`): with glibc's default, dynamic mmap
 threshold a freshly allocated output of a few MB is sometimes served by ``mmap`` and pays a
-page fault per 4 KiB page, sometimes from the heap, depending on what ran before; measured
-here, the same masked softmax at ``n = 512`` float64 took 1.4 ms for its first eight calls in
-a process and 0.31 ms after, and at ``n = 2048`` (32 MiB, at the default threshold's ceiling)
-25 ms always against 4.3 ms with a warm heap. Ratios against that moving baseline were
-unstable (bimodal) and flattering, so both sides now run with a fixed threshold of 1 GiB and
+page fault per 4 KiB page, sometimes from the heap, depending on what ran before, which makes
+the softmax baseline move by several times. Both sides run with a fixed threshold of 1 GiB and
 no trimming: each is timed as the arithmetic and memory traffic it does, not its page faults.
 Newton rows also record ``team_rows``: in one more, untimed call, the rows the kernel's team of
 two shared (one head on two or more threads: ``n - team_from + 1`` if it held, fewer if it
 dissolved), with ``team_from``, the first row it shared, and ``exchange_ns``, the cost of one
 exchange between its workers that the kernel measured in that call and chose ``team_from`` by
-(256 where exchanges are cheap, later where they are not; see ``team_start_row`` in the kernel).
+(256 where exchanges are cheap, later where they are not; ``team_start_row`` in
+``proofs_check/operators/causal_ot/csrc/team.h``).
 Forward plus backward: the same ratio for ``(w * g).sum().backward()`` at ``n = 2048``, 8 heads
 (after three untimed rounds of both).
 Other methods (``sinkhorn``, ``anderson``: Lemma 2.2 sweeps) at ``n = 512`` for comparison.
@@ -87,28 +85,32 @@ def _masked_softmax_fn(s, mask):
     return lambda: torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
 
 
-def _team_rows(s, rho: float, tol: float) -> dict:
+def _team_rows(s, rho: float, tol: float, team_options=None) -> dict:
     """What the compiled kernel's team of two did in one more (untimed) call.
 
     ``team_rows``: the rows it solved together, non-zero only for one head on two or more
     threads; fewer than ``n - team_from + 1`` means the team dissolved on the way (its workers
     waited too long at their exchanges: a busy machine). ``team_from``: its first shared row
     (at most ``n``), ``exchange_ns``: the exchange's cost it was chosen from (both 0 without a
-    team). All None without the compiled kernel.
+    team). All None without the compiled kernel. ``team_options``: the kernel's
+    ``KernelOptions`` for this call (default: the operator's).
     """
-    from proofs_check.operators import _causal_ot_compiled as compiled
+    from proofs_check.operators.causal_ot import _compiled
 
-    ext = compiled.load_extension()
-    if ext is None:
+    if _compiled.load_extension() is None:
         return {"team_rows": None, "team_from": None, "exchange_ns": None}
-    _, stats = ext.forward(s.contiguous(), float(rho), float(tol), 100)
-    return {"team_rows": int(stats[:, 5].sum().item()), "team_from": int(stats[:, 7].max().item()),
-            "exchange_ns": float(stats[:, 8].max().item())}
+    _, stats = _compiled.forward(s, rho, tol, 100, team_options or _compiled.DEFAULT_OPTIONS)
+    return {"team_rows": sum(stats.team_rows), "team_from": max(stats.team_from),
+            "exchange_ns": max(stats.exchange_ns)}
 
 
 def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
-               repeats: int = 5) -> list[dict]:
-    """One row per (n, heads, dtype, rho, method): iterations, wall time, ratio to softmax."""
+               repeats: int = 5, team_options=None) -> list[dict]:
+    """One row per (n, heads, dtype, rho, method): iterations, wall time, ratio to softmax.
+
+    ``team_options``: the kernel options of the untimed call that reports the team
+    (:func:`_team_rows`; tests pin the team's rules with it).
+    """
     import torch
 
     from proofs_check.operators import ConvergenceWarning, causal_ot_attention
@@ -117,9 +119,8 @@ def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
     out = []
     for n in ns:
         mask = torch.ones(n, n, dtype=torch.bool).triu(1)
-        # untimed: a new size's first masked softmaxes run at half speed for about eight calls
-        # even with the warm allocator (measured at n = 2048: 11 ms, then 4.7 ms), so that
-        # is paid here, not by the first timed row
+        # untimed: a new size's first masked softmaxes run at about half speed for about eight
+        # calls even with the warm allocator, so that is paid here, not by the first timed row
         big = torch.randn(max(heads), n, n, dtype=torch.float64)
         for _ in range(8):
             _masked_softmax_fn(big, mask)()
@@ -130,11 +131,8 @@ def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
             for dtype in dtypes:
                 s = base.to(dtype)
                 # untimed, again for each shape and dtype, softmaxes and then both sides in
-                # turn: after the rows of another shape the first row's softmax ran slower
-                # now and then (2026-12-03, AMD VM: 6.4 ms against 2.7-3.8 ms in the next
-                # rows at n = 512, 8 heads; 41 ms against 21 ms at n = 4096), its ratio then
-                # up to 2x too good; with the softmaxes alone, 52 ms against 41-44 ms at
-                # n = 2048, 8 heads (and the operator's 65 ms against 55 ms)
+                # turn: after the rows of another shape the first row's softmax (and the
+                # operator) can run up to twice slower, which would flatter the first ratio
                 for _ in range(8):
                     _masked_softmax_fn(s, mask)()
                 for _ in range(3):
@@ -166,7 +164,7 @@ def dense_rows(ns, rhos, dtypes, methods, sinkhorn_cap: int = 400, heads=(1,),
                             "threads": torch.get_num_threads(), "allocator": allocator,
                         }
                         if method == "newton":
-                            row.update(_team_rows(s, rho, res.info.tol))
+                            row.update(_team_rows(s, rho, res.info.tol, team_options))
                         out.append(row)
                         print(json.dumps(row), file=sys.stderr, flush=True)
     return out
@@ -195,9 +193,8 @@ def backward_rows(n: int, heads: int, rhos, dtype_name: str = "float64",
         s = base.clone().requires_grad_(True)
         (causal_ot_attention(s, rho).weights * upstream).sum().backward()
 
-    # untimed, as in dense_rows: run after the dense rows, the first row's softmax forward
-    # plus backward took 517-597 ms against 132-151 ms in the next rows (2026-12-03, AMD VM;
-    # run alone, 152 ms), which made its ratio 0.28x
+    # untimed, as in dense_rows: run after the dense rows, the first softmax forward plus
+    # backward can take several times the next ones, which would make the first ratio wrong
     for _ in range(3):
         sm_fb()
         ot_fb(rhos[0])
@@ -237,7 +234,7 @@ def _stream_child(n: int, rho: float) -> None:
 
     torch.set_num_threads(1)
     from proofs_check.operators import stream_causal_ot
-    from proofs_check.operators._causal_ot_compiled import load_extension
+    from proofs_check.operators.causal_ot._compiled import load_extension
 
     compiled = load_extension() is not None
     # The peak is this process's own high-water mark, reset here to its RSS after the imports

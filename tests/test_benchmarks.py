@@ -174,8 +174,8 @@ def test_operator_benchmark_rows_at_tiny_size():
     torch = pytest.importorskip("torch")
     from benchmarks.operators import dense_rows
 
-    rows = dense_rows([16], [0.5], [torch.float64], ["exact", "sinkhorn"], 200)
-    assert [r["method"] for r in rows] == ["exact", "sinkhorn"]
+    rows = dense_rows([16], [0.5], [torch.float64], ["newton", "sinkhorn"], 200)
+    assert [r["method"] for r in rows] == ["newton", "sinkhorn"]
     assert all(r["converged"] for r in rows)
     assert all(r["ratio_to_softmax"] > 0 for r in rows)
 
@@ -218,25 +218,26 @@ def test_each_shape_and_dtype_warms_its_softmax_before_its_first_timed_row(monke
         assert run >= 8 + 1, (h, dtype, run)
 
 
-def test_operator_rows_say_how_many_rows_the_team_shared(monkeypatch):
+def test_operator_rows_say_how_many_rows_the_team_shared():
     torch = pytest.importorskip("torch")
     from benchmarks.operators import dense_rows
-    from proofs_check.operators import _causal_ot_compiled as compiled
+    from proofs_check.operators.causal_ot import _compiled as compiled
 
     ext = compiled.load_extension()
     if ext is None or ext.__name__.endswith("_serial"):
         pytest.skip("no compiled OpenMP kernel on this machine (no team of two without it)")
-    monkeypatch.setenv("PROOFS_CHECK_TEAM_GIVE_UP", "1e9")  # a busy machine may dissolve it
-    # the first shared row follows the measured cost of an exchange: 256 fixed here, then 1024
-    # for a cost of 170 ns (at most n = 300: only the last row shared)
+    # the team's waiting check off (a busy machine may dissolve it); the first shared row
+    # follows the measured cost of an exchange: 256 fixed here, then 1024 for a cost of 170 ns
+    # (at most n = 300: only the last row shared)
+    first = compiled.KernelOptions(team_from=256, team_give_up=1e9)
+    costly = compiled.KernelOptions(exchange_ns=170.0, team_give_up=1e9)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        monkeypatch.setenv("PROOFS_CHECK_TEAM_FROM", "256")
-        (row,) = dense_rows([300], [0.5], [torch.float64], ["newton"], repeats=1)
-        monkeypatch.delenv("PROOFS_CHECK_TEAM_FROM")
-        monkeypatch.setenv("PROOFS_CHECK_TEAM_EXCHANGE_NS", "170")
-        (late,) = dense_rows([300], [0.5], [torch.float64], ["newton"], repeats=1)
+        (row,) = dense_rows([300], [0.5], [torch.float64], ["newton"], repeats=1,
+                            team_options=first)
+        (late,) = dense_rows([300], [0.5], [torch.float64], ["newton"], repeats=1,
+                             team_options=costly)
     finally:
         torch.set_num_threads(before)
     assert row["threads"] == 2 and row["team_rows"] == 300 - 255  # rows 256..299

@@ -1,7 +1,7 @@
 """Batch unbalanced Sinkhorn on the causal kernel: the plan that collapses (docs/theory.md §1).
 
-This is the *non*-prefix-consistent construction of docs/theory.md §1, kept as a reference and as the
-negative control of the prefix-consistency check (Proposition 2.3): every column sum is
+This is the *non*-prefix-consistent construction of docs/theory.md §1, kept as a reference and
+as the negative control of the prefix-consistency check (Proposition 2.3): every column sum is
 relaxed against the whole sequence at once, so later queries change earlier rows ("leak"),
 and as ``rho -> 1`` the plan tends to the identity (Proposition 1).
 
@@ -109,7 +109,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._causal_ot_common import (
+from .causal_ot._common import (
     ConvergenceInfo,
     ConvergenceWarning,
     validate_rho,
@@ -118,6 +118,7 @@ from ._causal_ot_common import (
 )
 
 __all__ = [
+    "MAX_DEFAULT_SWEEPS",
     "STALL_SWEEPS",
     "BatchUOTConvergenceWarning",
     "BatchUOTInfo",
@@ -223,13 +224,31 @@ def default_batch_tol(dtype: torch.dtype) -> float:
     return 1e-10 if dtype == torch.float64 else 1e-5
 
 
-def _default_max_iter(rho: float, tol: float) -> int:
-    # The increment shrinks by at least rho per sweep from O(1): ln(1/tol)/(-ln rho) sweeps,
-    # with a factor 2 and a floor for the transient before the asymptotic rate sets in.
+#: The largest default sweep budget (``max_iter=None``): ``rho`` so close to 1 that its
+#: contraction needs more sweeps than this is refused by name (ValueError) rather than run for
+#: minutes; an explicit ``max_iter`` runs them. It covers ``rho = 0.9999`` at ``tol = 1e-12``
+#: (docs/theory.md §1's table: about 2.6e5 sweeps to convergence, 6e5 in the budget).
+MAX_DEFAULT_SWEEPS = 1_000_000
+
+
+def _sweeps_needed(rho: float, tol: float) -> int:
+    """The default sweep budget: the increment shrinks by at least rho per sweep from O(1),
+    so ``ln(10/tol) / (-ln rho)`` sweeps, with a factor 2 and a floor of 200 for the
+    transient before the asymptotic rate sets in (a ``tol`` above 10 needs only the floor)."""
     if rho == 0.0:
         return 10
-    # (a tol above 10 needs no more than the floor: the log term would go negative)
-    return int(min(2e6, 200 + 2.0 * max(0.0, math.log(10.0 / tol)) / -math.log(rho)))
+    return int(200 + 2.0 * max(0.0, math.log(10.0 / tol)) / -math.log(rho))
+
+
+def _default_max_iter(rho: float, tol: float) -> int:
+    needed = _sweeps_needed(rho, tol)
+    if needed > MAX_DEFAULT_SWEEPS:
+        raise ValueError(
+            f"rho = {rho!r} is too close to 1 for the default sweep budget: its contraction "
+            f"needs about {needed:.2e} sweeps to reach tol = {tol:.1e} (the default budget is at "
+            f"most {MAX_DEFAULT_SWEEPS:.0e}); pass max_iter to run them"
+        )
+    return needed
 
 
 def _check_not_meta(value: object, name: str) -> None:
@@ -405,9 +424,10 @@ def batch_unbalanced_sinkhorn(
         Stop when the residual (``BatchUOTInfo.residual``) is ``<= tol`` (default
         ``default_batch_tol(dtype)``); at least the compute dtype's epsilon.
     max_iter : int, optional
-        Sweep limit (default about ``2 ln(10/tol) / (-ln rho)``, enough for the ``rho``
-        contraction). Stopping at it, or at the round-off floor, above ``tol`` warns
-        ``BatchUOTConvergenceWarning``.
+        Sweep limit (default ``200 + 2 ln(10/tol) / (-ln rho)``, enough for the ``rho``
+        contraction, at most ``MAX_DEFAULT_SWEEPS``: a ``rho`` closer to 1 than that allows
+        is refused unless ``max_iter`` is given). Stopping at it, or at the round-off floor,
+        above ``tol`` warns ``BatchUOTConvergenceWarning``.
 
     Returns
     -------
@@ -422,30 +442,41 @@ def batch_unbalanced_sinkhorn(
         ``n = 0``, an empty batch, NaN or ``+inf`` scores, a row with every key masked,
         ``rho`` outside ``[0, 1)``, a ``col_target`` that is not a tensor of finite positive
         reals broadcastable to ``(..., n)``, ``tol`` not a finite real in ``[eps, inf)``,
-        ``max_iter`` not a positive integer.
+        ``max_iter`` not a positive integer, or, without ``max_iter``, ``rho`` so close to 1
+        that the default budget would exceed ``MAX_DEFAULT_SWEEPS``.
     """
+    S, log_b, rho, tol, max_iter = _validate_arguments(scores, rho, col_target, tol, max_iter)
+    holder: list[_Solution] = []
+    plan, f, g = _ImplicitBatchUOT.apply(S, log_b, rho, tol, max_iter, holder)
+    return _result(plan, f, g, holder[0], rho, tol, scores.dtype)
+
+
+def _validate_arguments(scores: object, rho: object, col_target: object, tol: object,
+                        max_iter: object) -> tuple[torch.Tensor, torch.Tensor | None, float,
+                                                   float, int]:
+    """The arguments of :func:`batch_unbalanced_sinkhorn`, checked: the causal scores ``S``
+    (``-inf`` above the diagonal, compute dtype, differentiable), ``log b`` or None, ``rho``,
+    ``tol`` and ``max_iter`` (defaults applied)."""
     _check_not_meta(scores, "scores")
     validate_scores(scores)
     _check_not_meta(rho, "rho")
     if isinstance(rho, torch.Tensor) and rho.requires_grad:
         raise ValueError("rho: gradients with respect to rho are not provided; pass a float")
-    try:
-        rho = validate_rho(rho)
-    except OverflowError:  # an int beyond the float range
-        raise ValueError("rho must be finite and in [0, 1), got an integer beyond the float "
-                         "range") from None
-    out_dtype = scores.dtype
-    dtype = torch.float64 if out_dtype == torch.float64 else torch.float32
+    rho = validate_rho(rho)
+    dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
     tol = _validate_tol(tol, dtype)
     max_iter = _validate_max_iter(max_iter, rho, tol)
     n = scores.shape[-1]
     causal = torch.ones(n, n, dtype=torch.bool, device=scores.device).tril()
     S = scores.to(dtype).masked_fill(~causal, -math.inf)  # (..., n, n), differentiable
     log_b = _log_col_target(col_target, (*S.shape[:-2], n), dtype, scores.device)
+    return S, log_b, rho, tol, max_iter
 
-    holder: list[_Solution] = []
-    plan, f, g = _ImplicitBatchUOT.apply(S, log_b, rho, tol, max_iter, holder)
-    sol = holder[0]
+
+def _result(plan: torch.Tensor, f: torch.Tensor, g: torch.Tensor, sol: _Solution, rho: float,
+            tol: float, out_dtype: torch.dtype) -> BatchUOTResult:
+    """The plan in the caller's dtype with its info: the residual measured on the returned
+    plan, and a warning saying why it stopped above ``tol``."""
     with torch.no_grad():
         # in float64 whatever the dtype: the error of the entries, not of this sum
         row_error = float((plan.sum(-1, dtype=torch.float64) - 1).abs().max())
@@ -453,8 +484,8 @@ def batch_unbalanced_sinkhorn(
     converged = residual <= tol
     if not converged:
         if sol.stalled:
-            why = (f"the increments stopped shrinking (round-off floor of {dtype} for these "
-                   f"scores); tol is not reachable")
+            why = (f"the increments stopped shrinking (round-off floor of {plan.dtype} for "
+                   f"these scores); tol is not reachable")
         elif row_error > tol:
             why = f"the rows of the plan sum to 1 only within {row_error:.3e}"
         else:
@@ -463,15 +494,10 @@ def batch_unbalanced_sinkhorn(
             f"batch_unbalanced_sinkhorn did not converge: residual {residual:.3e} > tol "
             f"{tol:.3e} after {sol.sweeps} sweeps (rho = {rho}): {why}",
             BatchUOTConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     info = BatchUOTInfo(
-        method="batch_uot",
-        sweeps=sol.sweeps,
-        residual=residual,
-        converged=converged,
-        tol=tol,
-        rho=rho,
-        error_bound=(sol.increment + sol.rounding) / (1.0 - rho),
+        method="batch_uot", sweeps=sol.sweeps, residual=residual, converged=converged, tol=tol,
+        rho=rho, error_bound=(sol.increment + sol.rounding) / (1.0 - rho),
     )
     return BatchUOTResult(weights=plan.to(out_dtype), info=info, log_u=f, log_v=g)

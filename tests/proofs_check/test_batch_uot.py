@@ -1,4 +1,4 @@
-"""Batch unbalanced Sinkhorn (docs/theory.md §1) against POT, its own optimality conditions, and §1 numbers.
+"""Batch unbalanced Sinkhorn (docs/theory.md §1) against POT, its optimality conditions, §1 numbers.
 
 Independent reference: POT's ``ot.unbalanced.sinkhorn_unbalanced(a, b, M, reg=1,
 reg_m=(inf, lam), reg_type='kl', method='sinkhorn')`` with ``a = 1``, ``M = -S`` on the causal
@@ -35,8 +35,8 @@ def _pot_plan(scores: torch.Tensor, rho: float, b: np.ndarray | None = None) -> 
     low = np.tril_indices(n)
     cost[low] = -scores.detach().double().numpy()[low]
     b = np.ones(n) if b is None else b
-    # reg_type='kl' takes the entropy relative to c = a b^T by default; our problem (docs/theory.md §1)
-    # is relative to the all-ones measure, so pass c = 1 (identical when b = 1).
+    # reg_type='kl' takes the entropy relative to c = a b^T by default; our problem
+    # (docs/theory.md §1) is relative to the all-ones measure, so pass c = 1 (identical when b = 1).
     return ot.unbalanced.sinkhorn_unbalanced(
         np.ones(n), b, cost, reg=1.0, reg_m=(np.inf, lam), reg_type="kl", c=np.ones((n, n)),
         method="sinkhorn", numItermax=200_000, stopThr=1e-14,
@@ -180,7 +180,8 @@ def test_error_bound_contains_the_distance_to_the_fixed_point():
         ((torch.zeros(3),), {}, "at least 2 dimensions"),
         ((torch.zeros(3, 4),), {}, "square"),
         ((torch.zeros(0, 0),), {}, "n >= 1"),
-        ((torch.zeros(3, 3, dtype=torch.int64),), {}, "floating"),
+        ((torch.zeros(3, 3, dtype=torch.int64),), {}, "scores must have dtype"),
+        ((torch.zeros(3, 3, dtype=torch.float8_e4m3fn),), {}, "scores must have dtype"),
         ((torch.tensor([[math.nan, 0.0], [0.0, 0.0]]),), {}, "NaN"),
         ((torch.tensor([[0.0, 0.0], [-math.inf, -math.inf]]),), {}, "every key masked"),
         ((torch.zeros(3, 3), 1.0), {}, "rho"),

@@ -317,3 +317,31 @@ def test_huge_tolerance_still_runs_one_sweep_and_returns_a_plan(tol):
     assert res.info.converged and res.info.sweeps >= 1
     rows = res.weights.sum(-1)
     assert torch.allclose(rows, torch.ones_like(rows), atol=1e-12, rtol=0)
+
+
+def test_rho_too_close_to_one_for_the_default_budget_is_refused_before_any_sweep(monkeypatch):
+    """rho = 1 - 1e-7 contracts by 1e-7 a sweep: about 2.8e8 sweeps to the float32 default tol
+    1e-5, far beyond MAX_DEFAULT_SWEEPS. Without max_iter: a ValueError naming rho and max_iter
+    before any sweep (the solver replaced by one that fails if called); with max_iter, the
+    sweeps run and the result says it did not converge."""
+    scores = torch.randn(6, 6, generator=torch.Generator().manual_seed(0))  # float32
+
+    def no_sweeps(*args, **kwargs):
+        raise AssertionError("the solver ran")
+
+    with monkeypatch.context() as m:
+        m.setattr(batch_uot, "_solve", no_sweeps)
+        with pytest.raises(ValueError, match=r"rho = 0\.9999999 is too close to 1.*max_iter"):
+            batch_unbalanced_sinkhorn(scores, 0.9999999)
+    with pytest.warns(BatchUOTConvergenceWarning, match="max_iter reached"):
+        res = batch_unbalanced_sinkhorn(scores, 0.9999999, max_iter=50)
+    assert not res.info.converged and res.info.sweeps == 50
+
+
+def test_default_budget_covers_the_theory_table_up_to_rho_09999():
+    """docs/theory.md §1's diagonal-mass table converges at rho = 0.9999 in 258132 sweeps (to a
+    relative change of 1e-15); its check runs the plan at tol 1e-12 with the default budget,
+    which must hold those sweeps (the contraction estimate, not a run: 10 s)."""
+    assert batch_uot._default_max_iter(0.9999, 1e-12) >= 258132
+    with pytest.raises(ValueError, match="rho"):
+        batch_uot._default_max_iter(0.99999, 1e-12)

@@ -8,8 +8,10 @@ solver of the same fixed point.
 from __future__ import annotations
 
 import math
+import warnings
 
 import mpmath
+import numpy as np
 import pytest
 import torch
 
@@ -21,7 +23,7 @@ from proofs_check.operators import (
     causal_ot_exact_mp,
 )
 
-METHODS = ["sinkhorn", "anderson", "exact"]
+METHODS = ["sinkhorn", "anderson", "newton"]
 DEVICES = [
     "cpu",
     pytest.param(
@@ -136,7 +138,7 @@ def test_prefix_consistency(method):
     s = rand_scores(2, n, n, seed=4)
     full = causal_ot_attention(s, rho, method=method, tol=1e-14).weights
     pref = causal_ot_attention(s[..., :m, :m].contiguous(), rho, method=method, tol=1e-14).weights
-    # Proposition 2.3: exactly equal in exact arithmetic; 1e-12 required by the issue.
+    # Proposition 2.3: exactly equal in exact arithmetic; 1e-12 allows float64 rounding.
     assert (full[..., :m, :m] - pref).abs().max().item() <= 1e-12
     assert torch.count_nonzero(full[..., :m, m:]) == 0
 
@@ -159,7 +161,7 @@ def test_solvers_agree_with_mpmath(method, rho):
     tol = 1e-13
     res = causal_ot_attention(s, rho, method=method, tol=tol)
     err = (res.weights - ref).abs().max().item()
-    if method == "exact":
+    if method == "newton":
         # quadratically convergent Newton stopped at step 1e-13, then polished: only float64
         # rounding of O(kappa) log terms remains; 1e-14 * (1 + kappa) covers it.
         bound = 1e-14 * (1 + rho / (1 - rho))
@@ -171,9 +173,9 @@ def test_solvers_agree_with_mpmath(method, rho):
 
 
 @pytest.mark.parametrize("rho", [0.3, 0.9, pytest.param(0.99, marks=pytest.mark.slow)])
-def test_iterative_methods_agree_with_exact_at_n_32(rho):
+def test_iterative_methods_agree_with_newton_at_n_32(rho):
     s = rand_scores(2, 32, 32, seed=6)
-    ex = causal_ot_attention(s, rho, method="exact", tol=1e-13).weights
+    ex = causal_ot_attention(s, rho, method="newton", tol=1e-13).weights
     for method in ("sinkhorn", "anderson"):
         if method == "sinkhorn" and rho == 0.99:
             continue  # thousands of sweeps; covered against mpmath at n = 8 above
@@ -186,12 +188,32 @@ def test_iterative_methods_agree_with_exact_at_n_32(rho):
 def test_fixed_point_equation_of_lemma_2_1(rho):
     # a * C'^kappa * Z == w, i.e. log a + kappa log C' - s is the same (-log Z_l) along a row.
     s = rand_scores(40, 40, seed=7, scale=3.0)
-    w = causal_ot_attention(s, rho, method="exact", tol=1e-13).weights
+    w = causal_ot_attention(s, rho, method="newton", tol=1e-13).weights
     spread = fixed_point_spread(w, s, rho)
     # Each term is O(1 + kappa * |log C'|) <= O(1 + kappa * log 40) in size: float64
     # rounding then allows about 20 eps times that.
     bound = 20 * 2.3e-16 * (1 + rho / (1 - rho) * math.log(40)) + 1e-14
     assert spread <= bound, spread
+
+
+@pytest.mark.parametrize("rho", [0.6, 0.99])
+def test_default_tol_bounds_the_weights_error_and_the_fixed_point_defect(rho):
+    # ConvergenceInfo: at the default tol each row stops once its own error estimate is
+    # <= tol/10, given the rows before it; the errors add up over rows and the fixed-point
+    # defect carries a factor up to 2 + kappa. Measured here against the pure-torch solver
+    # (other code and arithmetic) at tol 1e-13: both must stay within tol = 1e-10 itself at
+    # n = 512 (weights: absolute; defect: the spread of -log Z_l along a row).
+    from proofs_check.operators.causal_ot._common import live_mask, shift_rows
+    from proofs_check.operators.causal_ot._newton import solve_dense
+
+    s = rand_scores(1, 512, 512, seed=20)
+    res = causal_ot_attention(s, rho)
+    assert res.info.converged and res.info.residual <= res.info.tol / 10
+    ref, _, _ = solve_dense(*shift_rows(s, live_mask(s)), rho, 1e-13, 100)
+    err = (res.weights - ref).abs().max().item()
+    # the reference's own defect is ~1e-13 (tol 1e-13 plus rounding): far below 1e-10
+    assert err <= res.info.tol, err
+    assert fixed_point_spread(res.weights[0], s[0], rho) <= res.info.tol
 
 
 def test_mp_solver_matches_a_closed_form_row():
@@ -209,13 +231,13 @@ def test_mp_solver_matches_a_closed_form_row():
 def test_float32_agrees_with_float64():
     rho = 0.9
     s = rand_scores(2, 24, 24, seed=8)
-    ref = causal_ot_attention(s, rho, method="exact").weights
+    ref = causal_ot_attention(s, rho, method="newton").weights
     for method in METHODS:
         w = causal_ot_attention(s.float(), rho, method=method).weights
         assert w.dtype == torch.float32
         # float32 log-potentials carry about 5e-7 absolute error and the default
         # float32 tol is 1e-5 on increments, i.e. 1e-4 on the fixed-point residual at rho=0.9;
-        # weights are <= 1, so an absolute 2e-4 is the justified bound (measured ~1e-6 exact).
+        # weights are <= 1, so an absolute 2e-4 is the justified bound (measured ~1e-6 for newton).
         err = (w.double() - ref).abs().max().item()
         assert err <= 2e-4, (method, err)
 
@@ -232,7 +254,7 @@ def test_half_precision_is_computed_in_float32_and_cast_back(dtype):
 @pytest.mark.parametrize("device", DEVICES)
 def test_device_result_matches_cpu_float64(device):
     s = rand_scores(2, 20, 20, seed=10)
-    ref = causal_ot_attention(s, 0.7, method="exact", tol=1e-13).weights
+    ref = causal_ot_attention(s, 0.7, method="newton", tol=1e-13).weights
     for method in METHODS:
         w = causal_ot_attention(s.to(device), 0.7, method=method, tol=1e-12).weights
         assert w.device.type == torch.device(device).type
@@ -256,7 +278,7 @@ def test_masked_keys_behave_like_removed_tokens():
     short = s[keep][:, keep].contiguous()
     for method in METHODS:
         w = causal_ot_attention(masked, rho, method=method, tol=1e-14).weights
-        ref = causal_ot_attention(short, rho, method="exact", tol=1e-14).weights
+        ref = causal_ot_attention(short, rho, method="newton", tol=1e-14).weights
         assert (w[keep][:, keep] - ref).abs().max().item() <= 1e-12, method
         assert torch.equal(w[k], torch.eye(n, dtype=F64)[k])
         assert torch.count_nonzero(w[k + 1 :, k]) == 0
@@ -271,8 +293,8 @@ def test_left_padding_equals_unpadded_sequence():
     big[p:, :p] = -math.inf
     for i in range(p):
         big[i, :i] = -math.inf
-    w = causal_ot_attention(big, rho, method="exact", tol=1e-14).weights
-    ref = causal_ot_attention(s, rho, method="exact", tol=1e-14).weights
+    w = causal_ot_attention(big, rho, method="newton", tol=1e-14).weights
+    ref = causal_ot_attention(s, rho, method="newton", tol=1e-14).weights
     assert (w[p:, p:] - ref).abs().max().item() <= 1e-14  # same arithmetic up to summation
 
 
@@ -281,7 +303,7 @@ def test_mp_solver_masks_like_the_torch_solver():
     s[4, 1] = -math.inf
     s[5, 0] = -math.inf
     ref = mp_reference(s, 0.7)
-    w = causal_ot_attention(s, 0.7, method="exact", tol=1e-13).weights
+    w = causal_ot_attention(s, 0.7, method="newton", tol=1e-13).weights
     assert (w - ref).abs().max().item() <= 1e-14 * (1 + 0.7 / 0.3)
     assert w[4, 1] == 0 and w[5, 0] == 0
 
@@ -290,10 +312,10 @@ def test_mp_solver_masks_like_the_torch_solver():
 
 
 def test_plain_sweeps_contract_by_about_rho():
-    # docs/theory.md §2 measured 0.1992, 0.4991, 0.8003 at rho = 0.2, 0.5, 0.8 (independently of us).
+    # docs/theory.md §2 gives 0.1992, 0.4991, 0.8003 at rho = 0.2, 0.5, 0.8 (measured apart).
     # We measure the geometric-mean ratio of successive sup-norm increments over the last 10
     # sweeps whose increment is still above 1e-11 (below that, rounding noise takes over).
-    from proofs_check.operators._causal_ot_sinkhorn import sweep
+    from proofs_check.operators.causal_ot._sinkhorn import sweep
 
     n = 64
     s = rand_scores(n, n, seed=14)
@@ -316,11 +338,11 @@ def test_plain_sweeps_contract_by_about_rho():
         assert abs(ratio - theory) <= 0.011, (rho, ratio, theory)
 
 
-def test_exact_needs_few_newton_steps_per_row_at_rho_099():
+def test_newton_needs_few_steps_per_row_at_rho_099():
     # The accelerated route for rho -> 1: the row solver does not sweep at all; its Newton
     # iteration per row is quadratic, so 1e-10 takes a handful of steps (<= 100 required).
     s = rand_scores(128, 128, seed=15)
-    res = causal_ot_attention(s, 0.99, method="exact", tol=1e-10)
+    res = causal_ot_attention(s, 0.99, method="newton", tol=1e-10)
     assert res.info.converged and res.info.sweeps <= 20, res.info
 
 
@@ -385,7 +407,10 @@ def test_gradient_with_masked_keys_is_finite_and_zero_there():
         (torch.zeros(3), 0.5, "at least 2 dimensions"),
         (torch.zeros(3, 4), 0.5, "square"),
         (torch.zeros(0, 0), 0.5, "n >= 1"),
-        (torch.zeros(3, 3, dtype=torch.int64), 0.5, "floating dtype"),
+        (torch.zeros(3, 3, dtype=torch.int64), 0.5, "scores must have dtype"),
+        (torch.zeros(3, 3, dtype=torch.float8_e4m3fn), 0.5, "scores must have dtype"),
+        (torch.zeros(3, 3, dtype=torch.float8_e5m2), 0.5, "scores must have dtype"),
+        (torch.zeros(3, 3, dtype=torch.complex64), 0.5, "scores must have dtype"),
         (torch.tensor([[0.0, 0.0], [math.nan, 0.0]]), 0.5, "NaN"),
         (torch.tensor([[0.0, 0.0], [math.inf, 0.0]]), 0.5, r"\+inf"),
         (torch.tensor([[0.0, 0.0], [-math.inf, -math.inf]]), 0.5, "every key masked"),
@@ -412,11 +437,33 @@ def test_bad_input_raises_value_error(scores, rho, match):
         ({"tol": True}, "tol"),
         ({"tol": "1e-3"}, "tol"),
         ({"max_iter": 0}, "max_iter"),
+        ({"max_iter": 2**31}, "max_iter"),
+        ({"max_iter": 2**63}, "max_iter"),
+        ({"max_iter": 10**400}, "max_iter"),
+        ({"max_iter": 5.0}, "max_iter"),
+        ({"max_iter": np.float64(5)}, "max_iter"),
     ],
 )
 def test_bad_options_raise_value_error(kwargs, match):
     with pytest.raises(ValueError, match=match):
         causal_ot_attention(torch.zeros(3, 3), 0.5, **kwargs)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_numpy_and_python_integers_give_the_same_max_iter(method):
+    # numpy integers are integers (numbers.Integral), as numpy floats are reals for rho; the
+    # largest accepted count, 2**31 - 1, is a valid cap (the solvers stop at tol first)
+    # (7 sweeps stop sinkhorn and anderson short of tol: their warnings are expected)
+    s = rand_scores(8, 8, seed=19)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = causal_ot_attention(s, 0.5, method=method, max_iter=7)
+        for max_iter in (np.int64(7), np.int32(7), np.uint8(7)):
+            got = causal_ot_attention(s, np.float64(0.5), method=method, max_iter=max_iter)
+            assert torch.equal(got.weights, ref.weights) and got.info == ref.info
+    assert ref.info.sweeps <= 7
+    top = causal_ot_attention(s, 0.5, method=method, max_iter=2**31 - 1)
+    assert top.info.converged
 
 
 def test_mp_solver_bad_input():

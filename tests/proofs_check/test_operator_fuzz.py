@@ -97,8 +97,8 @@ def _call(fn, *args, **kwargs):
 @given(scores=_scores(), rho=_mostly(st.floats(0, 0.999)),
        tol=_mostly(st.one_of(st.none(), st.sampled_from([1e-10, 1e-5, 1e-3]))),
        max_iter=_mostly(st.one_of(st.none(), st.integers(1, 50))),
-       method=_mostly(st.sampled_from(["auto", "newton", "sinkhorn", "anderson", "exact"]),
-                      st.sampled_from(["bogus", "", "Newton", None, 3])))
+       method=_mostly(st.sampled_from(["auto", "newton", "sinkhorn", "anderson"]),
+                      st.sampled_from(["bogus", "", "Newton", None, 3, "exact"])))
 def test_causal_ot_attention_hostile_arguments(scores, rho, tol, max_iter, method):
     if isinstance(max_iter, int) and not isinstance(max_iter, bool) and max_iter > 50:
         max_iter = 50  # keep each case cheap; huge values are tested as refusals below

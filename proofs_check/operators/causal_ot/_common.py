@@ -1,6 +1,7 @@
 """Shared pieces of the causal OT solvers: result types, warning class, validation, masking.
 
-Private module; the public names are re-exported by :mod:`proofs_check.operators.causal_ot`.
+Private module; the public names are re-exported by :mod:`proofs_check.operators.causal_ot`
+(and :mod:`proofs_check.operators.batch_uot` shares the validation).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 import torch
 
 __all__ = [
+    "MAX_ITER",
+    "SCORE_DTYPES",
+    "SCORE_VALUE_ERRORS",
     "CausalOTResult",
     "ConvergenceInfo",
     "ConvergenceWarning",
@@ -22,6 +26,7 @@ __all__ = [
     "default_tol",
     "live_mask",
     "shift_rows",
+    "validate_max_iter",
     "validate_rho",
     "validate_score_layout",
     "validate_scores",
@@ -48,9 +53,19 @@ class ConvergenceInfo:
     residual : float
         ``sinkhorn``/``anderson``: sup-norm of the last plain-sweep increment of ``logV``
         (Lemma 2.2), which equals ``(1 - rho)`` times the log-domain fixed-point residual
-        ``max |logV + kappa log C'|``. ``newton``: the largest, over rows, estimate of the
-        final error in ``log Z_l`` and ``log a[l, j]`` (the last Newton step, or Newton's
-        quadratic estimate ``4 step^3 / step_prev^2`` once the steps shrink quadratically).
+        ``max |logV + kappa log C'|``; the contraction by ``rho`` puts ``logV`` within
+        ``residual / (1 - rho)`` of the fixed point. ``newton``: the largest, over rows, of the
+        row's estimate of the error of its own solve in ``log Z_l`` and ``log a[l, j]`` (the
+        last Newton step, or Newton's quadratic estimate ``4 step^3 / step_prev^2`` once the
+        steps shrink quadratically); each row stops once its estimate is ``<= tol / 10``.
+        An estimate, not a proved bound, and a per-row one: it is the error against the
+        exact solution of row ``l`` *given the column masses of the rows computed before
+        it*. Errors of earlier rows move those masses, so the weights' error against the
+        exact operator adds up over rows, and the fixed-point defect of the returned
+        weights, ``|log a_j + kappa log C'_j + log Z_l - s_j|``, is up to ``(2 + kappa)``
+        times a row's log-weight error (``g_j = 1 + kappa a_j/C'_j`` multiplies it). So
+        ``tol`` bounds neither of them directly (``tests/proofs_check/test_causal_ot.py``
+        measures both against it).
     converged : bool
         ``residual <= tol``. A ``ConvergenceWarning`` was issued when False.
     tol : float
@@ -169,6 +184,10 @@ def validate_tol(tol: object) -> float | None:
     return value
 
 
+#: The score dtypes the operators compute with (float16/bfloat16 in float32, cast back).
+SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
 def validate_score_layout(scores: object) -> torch.Tensor:
     """Type, shape, dtype and device checks of ``scores`` (no pass over its values)."""
     if not isinstance(scores, torch.Tensor):
@@ -182,11 +201,27 @@ def validate_score_layout(scores: object) -> torch.Tensor:
         raise ValueError(f"scores must be square in its last two dimensions, got ({n}, {m})")
     if n == 0:
         raise ValueError("scores must have n >= 1 (got n = 0)")
-    if not scores.dtype.is_floating_point:
-        raise ValueError(f"scores must have a floating dtype, got {scores.dtype}")
+    if scores.dtype not in SCORE_DTYPES:
+        raise ValueError("scores must have dtype float16, bfloat16, float32 or float64, got "
+                         f"{scores.dtype}")
     if scores.numel() == 0:
         raise ValueError("scores has an empty batch dimension")
     return scores
+
+
+#: The largest ``max_iter`` accepted: the compiled kernel counts a row's Newton steps in a
+#: 32-bit integer. (A solver that cannot reach ``tol`` stops at rounding level long before.)
+MAX_ITER = 2**31 - 1
+
+
+def validate_max_iter(max_iter: object) -> int:
+    """A Python or numpy integer in ``[1, MAX_ITER]`` as an int; else ValueError naming it."""
+    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral):
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    value = int(max_iter)
+    if not 1 <= value <= MAX_ITER:
+        raise ValueError(f"max_iter must be an integer in [1, {MAX_ITER}], got {value}")
+    return value
 
 
 SCORE_VALUE_ERRORS = {

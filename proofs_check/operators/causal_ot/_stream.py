@@ -7,7 +7,7 @@ memory is O(n) whatever ``n`` (the dense operator would need ``n^2`` entries).
 
 from __future__ import annotations
 
-import os
+import numbers
 import sys
 import time
 import warnings
@@ -15,9 +15,15 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ._causal_ot_common import ConvergenceWarning, default_tol, validate_rho, validate_tol
-from ._causal_ot_compiled import compiled_stream_row, load_extension
-from ._causal_ot_exact import solve_row
+from . import _compiled
+from ._common import (
+    ConvergenceWarning,
+    default_tol,
+    validate_max_iter,
+    validate_rho,
+    validate_tol,
+)
+from ._newton import solve_row
 
 __all__ = ["stream_causal_ot"]
 
@@ -46,17 +52,16 @@ def stream_causal_ot(
         indices ``1..l`` (an int64 tensor on ``device``); returns the ``l`` scores of row
         ``l`` (``-inf`` = masked key). ``None`` means constant scores (the prior of §4).
     dtype : float32 or float64 (the compute dtype).
-    device : where the vectors live.
-    tol, max_iter : Newton tolerance (dtype default) and cap per row; a row that misses it
-        issues a :class:`ConvergenceWarning`.
+    device : where the vectors live (a device that holds values: not ``meta``).
+    tol, max_iter : Newton tolerance (dtype default) and cap per row (a Python or numpy
+        integer in ``[1, 2**31 - 1]``); a row that misses it issues a
+        :class:`ConvergenceWarning`.
     progress : ``True`` prints ``row l/n`` lines to stderr (at most one per 5 s, and the last
-        row); a callable ``progress(l, n)`` is called before each row; False: silent; None
-        (default): ``True`` if the environment variable ``PROOFS_CHECK_PROGRESS`` is set to
-        anything but ``0``, else silent.
+        row); a callable ``progress(l, n)`` is called before each row; False or None
+        (default): silent.
 
-    On CPU (``rho > 0``) each row runs through the compiled row kernel of
-    ``_causal_ot_compiled`` (the one the dense operator uses), elsewhere through the
-    pure-torch row solver.
+    On CPU (``rho > 0``) each row runs through the compiled row kernel (``_compiled``, the one
+    the dense operator uses), elsewhere through the pure-torch row solver (``_newton``).
 
     Yields
     ------
@@ -72,23 +77,33 @@ def stream_causal_ot(
     >>> [round(v, 12) for v in rows[2].tolist()]
     [0.333333333333, 0.666666666667]
     """
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = int(n)
     rho = validate_rho(rho)
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-    if not isinstance(max_iter, int) or isinstance(max_iter, bool) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    max_iter = validate_max_iter(max_iter)
     tol_v = validate_tol(tol)
     tol_v = default_tol(dtype) if tol_v is None else tol_v
-    if progress is None and os.environ.get("PROOFS_CHECK_PROGRESS", "") not in ("", "0"):
-        progress = True  # e.g. set by a long command (python -m proofs_check --full)
+    device = _validate_device(device)
     if progress is True:
         progress = _stderr_progress()
     elif progress is not None and progress is not False and not callable(progress):
         raise ValueError(f"progress must be None, a bool or a callable, got {progress!r}")
     progress = progress or None
-    return _stream(n, rho, score_fn, dtype, torch.device(device), tol_v, max_iter, progress)
+    return _stream(n, rho, score_fn, dtype, device, tol_v, max_iter, progress)
+
+
+def _validate_device(device: object) -> torch.device:
+    """``device`` as a torch.device that holds values (not ``meta``); else ValueError."""
+    try:
+        dev = torch.device(device)  # type: ignore[arg-type]
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must name a torch device, got {device!r}") from exc
+    if dev.type == "meta":
+        raise ValueError("device is 'meta' (it holds no values to stream rows into)")
+    return dev
 
 
 def _stderr_progress(every_s: float = 5.0) -> Callable[[int, int], None]:
@@ -110,9 +125,9 @@ def _stream(n, rho, score_fn, dtype, device, tol, max_iter, progress=None):
     col = torch.zeros(n, dtype=dtype, device=device)  # C[l-1, :]
     lcol = torch.zeros(n, dtype=dtype, device=device)  # log C[l-1, :] (compiled kernel)
     idx = torch.arange(1, n + 1, device=device)
-    compiled = device.type == "cpu" and rho > 0 and load_extension() is not None
+    compiled = device.type == "cpu" and rho > 0 and _compiled.load_extension() is not None
     # constant scores: every row reads a prefix of one zero row (read-only below), not a fresh
-    # zero tensor per row (at n = 65536 that was 17 GB of memset)
+    # zero tensor per row (n^2 / 2 entries of memset in all)
     zeros = torch.zeros(1, n, dtype=dtype, device=device) if score_fn is None else None
     for l_row in range(1, n + 1):
         if progress is not None:
@@ -133,11 +148,11 @@ def _stream(n, rho, score_fn, dtype, device, tol, max_iter, progress=None):
             if bool(live.all()):
                 live = None
         if compiled:
-            row, st = compiled_stream_row(s.reshape(-1), col, lcol, rho, tol, max_iter)
-            if not st[2] > 0:
+            row, st = _compiled.stream_row(s.reshape(-1), col, lcol, rho, tol, max_iter)
+            if not st.converged:
                 warnings.warn(
                     f"stream_causal_ot: row {l_row} stopped with Newton error estimate "
-                    f"{float(st[1]):.3e} > {tol:g}",
+                    f"{st.error_estimate:.3e} > {tol:g}",
                     ConvergenceWarning,
                     stacklevel=2,
                 )

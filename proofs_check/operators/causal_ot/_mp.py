@@ -1,6 +1,6 @@
 """Arbitrary-precision row-by-row solver of Lemma 2.1 (docs/theory.md §2), the ground truth.
 
-Same mathematics as :mod:`._causal_ot_exact`, written in mpmath for small ``n``: per row a
+Same mathematics as :mod:`._newton`, written in mpmath for small ``n``: per row a
 safeguarded Newton iteration on ``zeta = log Z`` whose every evaluation solves each key's
 monotone scalar equation ``x + kappa log(C_j + e^x) = s_j - zeta`` by Newton from an upper
 bound (monotone convergence, ``h`` convex increasing). Runs at ``dps`` plus guard digits inside

@@ -1,4 +1,7 @@
-"""Row-by-row solver of the prefix-consistent causal OT operator (docs/theory.md §2, Lemma 2.1).
+"""Pure-torch row-by-row Newton solver and exact backward (docs/theory.md §2, Lemma 2.1).
+
+The readable reference of the compiled kernel (``_compiled``: same equations, other code and
+arithmetic), and the solver wherever the kernel does not run (other devices, no compiler).
 
 Row ``l`` solves, with ``kappa = rho/(1-rho)`` and the column masses ``C[l-1, j]`` of the
 earlier rows,
@@ -13,6 +16,18 @@ from any start (monotonically after its first step). The row normaliser is the r
 ``zeta`` the root lies between ``zeta + u`` and ``zeta + u/(1 - rho)``, which brackets a
 safeguarded Newton iteration. Everything is vectorised over the batch; rows run in order
 (row ``l`` needs only rows ``< l``), which is what makes the operator prefix-consistent.
+
+Backward (:func:`reverse_sweep_backward`). Differentiating row ``l``'s conditions with
+``D_j = C'[l, j] = C[l-1, j] + a_j``, ``g_j = 1 + kappa a_j / D_j``, ``p_j = a_j / g_j`` and
+``W = sum p``::
+
+    da_j = p_j (e_j - sum_k p_k e_k / W),   e_j = ds_j - kappa dC[l-1, j] / D_j.
+
+The map ``e -> da`` is symmetric, so for the total gradient ``abar`` on row ``l`` (upstream
+``dL/da[l, j]`` plus ``G_j``, the gradient on ``C[l-1, j]`` carried back from rows ``> l``,
+because ``C[l'-1, j]`` sums ``a[k, j]`` over ``k < l'``)::
+
+    sbar_j = v_j - p_j sum(v) / W,   v_j = p_j abar_j,     G_j <- G_j - kappa sbar_j / D_j.
 """
 
 from __future__ import annotations
@@ -21,7 +36,7 @@ import math
 
 import torch
 
-__all__ = ["exact_dense", "solve_row"]
+__all__ = ["reverse_sweep_backward", "solve_dense", "solve_row"]
 
 
 def solve_row(
@@ -189,7 +204,7 @@ def _solve_row_safe(
     return x, zeta, it, step
 
 
-def exact_dense(
+def solve_dense(
     s: torch.Tensor,
     live: torch.Tensor,
     rho: float,
@@ -214,3 +229,25 @@ def exact_dense(
         iters = max(iters, it)
         step = max(step, st)
     return out, iters, step
+
+
+def reverse_sweep_backward(a: torch.Tensor, g: torch.Tensor, rho: float) -> torch.Tensor:
+    """``dL/ds`` from weights ``a`` and ``g = dL/da`` (both ``(B, n, n)``): the reverse row
+    sweep of the module docstring, on any device."""
+    kappa = rho / (1.0 - rho)
+    n = a.shape[-1]
+    cp = torch.cumsum(a, dim=-2)  # (B, n, n): C'[l, j]
+    pos = a > 0
+    dsafe = torch.where(pos, cp, torch.ones((), dtype=a.dtype, device=a.device))
+    p = torch.where(pos, a / (1.0 + kappa * a / dsafe), torch.zeros((), dtype=a.dtype,
+                                                                     device=a.device))
+    ginc = torch.zeros_like(a[..., 0, :])  # (B, n): G, the gradient on C[l-1, :]
+    out = torch.zeros_like(a)
+    for i in range(n - 1, -1, -1):
+        pr = p[..., i, : i + 1]
+        v = pr * (g[..., i, : i + 1] + ginc[..., : i + 1])
+        w_sum = pr.sum(-1, keepdim=True)
+        sbar = v - pr * (v.sum(-1, keepdim=True) / w_sum)
+        out[..., i, : i + 1] = sbar
+        ginc[..., : i + 1] -= kappa * sbar / dsafe[..., i, : i + 1]
+    return out
