@@ -1,0 +1,203 @@
+"""The GPU solver of the causal OT operator: loads the Triton kernels and launches them.
+
+``causal_ot_attention`` sends CUDA scores here (``method="newton"``); the kernels are in
+``_triton_kernels`` (forward: the row-by-row Newton solve of Lemma 2.1, one program per
+``(batch, head)`` slice; backward: the exact reverse row sweep). Where triton is not installed,
+or a row is longer than :data:`MAX_KEYS`, the operator runs the pure-torch solver on the same
+device instead, after one :class:`TritonFallbackWarning`.
+
+The kernels also run on CPU tensors when triton was imported with ``TRITON_INTERPRET=1``
+(triton's interpreter, which reads that variable when triton is first imported); the test
+suite checks them that way on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+__all__ = [
+    "FAST_STEPS",
+    "MAX_KEYS",
+    "KernelStats",
+    "TritonFallbackWarning",
+    "backward",
+    "forward",
+    "interpreting",
+    "load_kernels",
+    "usable",
+]
+
+#: Joint Newton steps a row takes before the safeguarded nested iteration finishes it (as in
+#: the compiled CPU kernel; a row needs 3 to 7).
+FAST_STEPS = 40
+#: Longest row the kernels take: a program holds a row's keys and its slice's column masses
+#: in registers (16 keys a thread at 32 warps, where some spill to local memory).
+MAX_KEYS = 16384
+
+_state: dict[str, object] = {}
+
+
+class TritonFallbackWarning(UserWarning):
+    """The Triton kernels cannot take these CUDA scores; the pure-torch solver runs instead."""
+
+
+def load_kernels() -> ModuleType | None:
+    """The kernel module, imported on first use; None (after one warning) without triton."""
+    if "module" not in _state:
+        try:
+            from . import _triton_kernels as module
+        except ImportError as exc:
+            module = None
+            warnings.warn(
+                f"proofs_check: triton is not installed ({str(exc).strip()}); causal OT attention "
+                "on CUDA runs the pure-torch row solver (same results, far slower). Install "
+                "triton, which comes with the CUDA builds of torch.",
+                TritonFallbackWarning,
+                stacklevel=3,
+            )
+        _state["module"] = module
+    return _state["module"]  # type: ignore[return-value]
+
+
+def interpreting() -> bool:
+    """Whether triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1`` at import)."""
+    if load_kernels() is None:
+        return False
+    from triton import knobs
+
+    return bool(knobs.runtime.interpret)
+
+
+def usable(s: torch.Tensor) -> bool:
+    """Whether ``causal_ot_attention`` runs the kernels on ``(B, n, n)`` scores ``s``: CUDA,
+    float32/float64, ``n <= MAX_KEYS`` and triton installed (one warning where it is not, or
+    where the rows are longer)."""
+    if s.device.type != "cuda" or s.dtype not in (torch.float32, torch.float64):
+        return False
+    if load_kernels() is None:
+        return False
+    if s.shape[-1] > MAX_KEYS:
+        if not _state.get("warned_long"):
+            _state["warned_long"] = True
+            warnings.warn(
+                f"proofs_check: rows of {s.shape[-1]} keys are longer than the Triton kernels "
+                f"take ({MAX_KEYS}); causal OT attention runs the pure-torch row solver",
+                TritonFallbackWarning,
+                stacklevel=4,
+            )
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class KernelStats:
+    """What the forward kernel did, one entry per ``(batch, head)`` slice.
+
+    Attributes
+    ----------
+    newton_steps : the largest number of Newton steps a row of the slice took.
+    error_estimate : the largest row error bound (``ConvergenceInfo.residual``).
+    converged : every row met ``tol``.
+    invalid_row : 0, or the code of the slice's first invalid row (the key of
+        ``SCORE_VALUE_ERRORS``: 1 NaN, 2 ``+inf``, 3 every key masked).
+    """
+
+    newton_steps: tuple[int, ...]
+    error_estimate: tuple[float, ...]
+    converged: tuple[bool, ...]
+    invalid_row: tuple[int, ...]
+
+    @property
+    def max_newton_steps(self) -> int:
+        return max(self.newton_steps)
+
+    @property
+    def max_error_estimate(self) -> float:
+        return max(self.error_estimate)
+
+    @property
+    def all_converged(self) -> bool:
+        return all(self.converged)
+
+    @property
+    def first_invalid_row(self) -> int:
+        """The code of the first slice's invalid row (0: every row valid)."""
+        return next((code for code in self.invalid_row if code), 0)
+
+
+def _kernels() -> ModuleType:
+    mod = load_kernels()
+    if mod is None:
+        raise RuntimeError("the Triton kernels are unavailable (triton is not installed)")
+    return mod
+
+
+def _check_device(t: torch.Tensor) -> None:
+    if t.device.type != "cuda" and not (t.device.type == "cpu" and interpreting()):
+        raise ValueError(f"the Triton kernels take CUDA tensors (CPU tensors only under "
+                         f"TRITON_INTERPRET=1), got a tensor on {t.device}")
+    if t.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"the Triton kernels compute in float32 or float64, got {t.dtype}")
+
+
+def _block(n: int) -> int:
+    """Keys a program holds: the power of two at or above ``n`` (at least 16)."""
+    return max(16, 1 << (n - 1).bit_length())
+
+
+def _warps(block: int) -> int:
+    """Warps a program runs: 4 keys a thread up to 4096 keys (8 at 8192, 16 at 16384)."""
+    return min(32, max(4, block // 128))
+
+
+def _params(dtype: torch.dtype, device: torch.device, rho: float, tol: float) -> torch.Tensor:
+    """The kernels' scalar parameters in the compute dtype: ``1 - rho``, ``kappa``, ``tol``
+    and the dtype's epsilon (the slots ``_triton_kernels.PARAM_*``)."""
+    return torch.tensor([1.0 - rho, rho / (1.0 - rho), tol, torch.finfo(dtype).eps],
+                        dtype=dtype, device=device)
+
+
+def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
+            fast_steps: int = FAST_STEPS) -> tuple[torch.Tensor, KernelStats]:
+    """Weights of ``(B, n, n)`` scores (``-inf`` masked keys; the upper triangle is not read)
+    and the kernel's statistics. ``fast_steps``: joint Newton steps before the safeguarded
+    iteration (the tests lower it to reach that path)."""
+    mod = _kernels()
+    _check_device(s)
+    s = s.contiguous()
+    bsz, n, _ = s.shape
+    w = torch.zeros_like(s)
+    stats = torch.zeros(bsz, mod.N_STATS.value, dtype=s.dtype, device=s.device)
+    block = _block(n)
+    mod._forward_kernel[(bsz,)](
+        s, w, stats, _params(s.dtype, s.device, rho, tol), n, n * n, n, int(max_iter),
+        int(fast_steps), BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+    )
+    st = stats.cpu().double()
+    return w, KernelStats(
+        newton_steps=tuple(int(v) for v in st[:, mod.STAT_ITERS.value]),
+        error_estimate=tuple(float(v) for v in st[:, mod.STAT_RESID.value]),
+        converged=tuple(bool(v > 0) for v in st[:, mod.STAT_OK.value]),
+        invalid_row=tuple(int(v) for v in st[:, mod.STAT_BAD.value]),
+    )
+
+
+def backward(a: torch.Tensor, g: torch.Tensor, rho: float) -> torch.Tensor:
+    """``dL/ds`` from weights ``a`` and ``g = dL/da`` (both ``(B, n, n)``): the reverse sweep."""
+    mod = _kernels()
+    _check_device(a)
+    a = a.contiguous()
+    g = g.to(a.dtype).contiguous()
+    bsz, n, _ = a.shape
+    cp = torch.cumsum(a, dim=-2)  # (B, n, n): C'[l, j], the column masses after row l
+    out = torch.zeros_like(a)
+    block = _block(n)
+    mod._backward_kernel[(bsz,)](
+        a, cp, g, out, _params(a.dtype, a.device, rho, 1.0), n, n * n, n,
+        BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+    )
+    return out
