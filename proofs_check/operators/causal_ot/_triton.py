@@ -170,7 +170,7 @@ def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
     _check_device(s)
     s = s.contiguous()
     bsz, n, _ = s.shape
-    w = torch.zeros_like(s)
+    w = torch.empty_like(s)  # every row is written whole, zeros above the diagonal included
     stats = torch.zeros(bsz, mod.N_STATS.value, dtype=s.dtype, device=s.device)
     block = _block(n)
     mod._forward_kernel[(bsz,)](
@@ -194,7 +194,7 @@ def backward(a: torch.Tensor, g: torch.Tensor, rho: float) -> torch.Tensor:
     g = g.to(a.dtype).contiguous()
     bsz, n, _ = a.shape
     cp = torch.cumsum(a, dim=-2)  # (B, n, n): C'[l, j], the column masses after row l
-    out = torch.zeros_like(a)
+    out = torch.empty_like(a)  # written whole, as the forward's weights
     block = _block(n)
     mod._backward_kernel[(bsz,)](
         a, cp, g, out, _params(a.dtype, a.device, rho, 1.0), n, n * n, n,

@@ -69,6 +69,11 @@ def _sum3_max1(a1, b1, c1, d1, a2, b2, c2, d2):
 
 
 @triton.jit
+def _sum2(a1, b1, a2, b2):
+    return a1 + a2, b1 + b2
+
+
+@triton.jit
 def _sum3(a1, b1, c1, a2, b2, c2):
     return a1 + a2, b1 + b2, c1 + c2
 
@@ -300,6 +305,7 @@ def _backward_kernel(
         d = tl.where(pos, d, zero + 1.0)
         p = tl.where(pos, a / (1.0 + kappa * a / d), zero)
         v = p * (g + carried)
-        sbar = v - p * (tl.sum(v, axis=0) / tl.sum(p, axis=0))
+        sum_v, sum_p = tl.reduce((v, p), 0, _sum2)
+        sbar = v - p * (sum_v / sum_p)
         tl.store(out_ptr + row, sbar, mask=in_n)
         carried = carried - kappa * sbar / d
