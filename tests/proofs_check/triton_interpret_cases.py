@@ -32,7 +32,9 @@ class Case:
     tol: float | None = None  # None: the dtype's default (1e-10 / 1e-5)
     max_iter: int = 100
     fast_steps: int = 40
+    chunk: int | None = None  # rows read in chunks of this many keys (the long-row kernels)
     backward: bool = False
+    stream: bool = False  # row by row through the stream's kernel (one slice)
 
 
 CASES = (
@@ -52,6 +54,11 @@ CASES = (
     Case("pinf_below_diagonal", (1, 5, 5), F64, 0.5, kind="pinf"),
     Case("row_fully_masked", (1, 5, 5), F64, 0.5, kind="dead_row"),
     Case("garbage_above_diagonal", (1, 6, 6), F64, 0.6, kind="upper_garbage", tol=1e-12),
+    Case("chunked_f64_rho0.9", (1, 24, 24), F64, 0.9, kind="masked", scale=2.0, tol=1e-12,
+         chunk=16),
+    Case("chunked_safeguarded_f32", (1, 20, 20), F32, 0.9, scale=2.0, fast_steps=0, chunk=16),
+    Case("stream_f64_rho0.9", (24, 24), F64, 0.9, kind="masked", scale=2.0, tol=1e-12,
+         chunk=16, stream=True),
     Case("backward_f64_rho0.9", (2, 12, 12), F64, 0.9, kind="masked", scale=2.0,
          backward=True),
     Case("backward_f32_rho0.99", (1, 16, 16), F32, 0.99, scale=2.0, backward=True),
@@ -91,6 +98,22 @@ def inputs(case: Case) -> dict[str, torch.Tensor]:
     return out
 
 
+def _run_stream(case: Case, s: torch.Tensor, tol: float) -> dict[str, object]:
+    from proofs_check.operators.causal_ot._triton import stream_row
+
+    n = s.shape[-1]
+    col = torch.zeros(n, dtype=s.dtype)
+    scratch = torch.empty(3 * n, dtype=s.dtype)
+    w = torch.zeros(n, n, dtype=s.dtype)
+    steps, ok = 0, True
+    for i in range(n):
+        row, stats = stream_row(s[i, : i + 1], col, scratch, case.rho, tol, case.max_iter,
+                                chunk=case.chunk)
+        w[i, : i + 1] = row
+        steps, ok = max(steps, stats.max_newton_steps), ok and stats.all_converged
+    return {"weights": w, "iters": steps, "resid": 0.0, "ok": ok, "bad": 0}
+
+
 def _run(case: Case) -> dict[str, object]:
     from proofs_check.operators.causal_ot._common import default_tol
     from proofs_check.operators.causal_ot._triton import backward, forward
@@ -99,7 +122,10 @@ def _run(case: Case) -> dict[str, object]:
     n = case.shape[-1]
     s = x["scores"].reshape(-1, n, n)
     tol = case.tol if case.tol is not None else default_tol(case.dtype)
-    w, stats = forward(s, case.rho, tol, case.max_iter, fast_steps=case.fast_steps)
+    if case.stream:
+        return _run_stream(case, s[0], tol)
+    w, stats = forward(s, case.rho, tol, case.max_iter, fast_steps=case.fast_steps,
+                       chunk=case.chunk)
     out: dict[str, object] = {"weights": w.reshape(case.shape), "iters": stats.max_newton_steps,
                               "resid": stats.max_error_estimate, "ok": stats.all_converged,
                               "bad": stats.first_invalid_row}

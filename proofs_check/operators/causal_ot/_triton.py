@@ -1,10 +1,11 @@
 """The GPU solver of the causal OT operator: loads the Triton kernels and launches them.
 
-``causal_ot_attention`` sends CUDA scores here (``method="newton"``); the kernels are in
-``_triton_kernels`` (forward: the row-by-row Newton solve of Lemma 2.1, one program per
-``(batch, head)`` slice; backward: the exact reverse row sweep). Where triton is not installed,
-or a row is longer than :data:`MAX_KEYS`, the operator runs the pure-torch solver on the same
-device instead, after one :class:`TritonFallbackWarning`.
+``causal_ot_attention`` sends CUDA scores here (``method="newton"``), and ``stream_causal_ot``
+its CUDA rows; the kernels are in ``_triton_kernels`` (forward: the row-by-row Newton solve of
+Lemma 2.1, one program per ``(batch, head)`` slice, the row held in registers up to
+:data:`RESIDENT_KEYS` keys and read in chunks beyond; backward: the exact reverse row sweep).
+Where triton is not installed, the operator runs the pure-torch solver on the same device
+instead, after one :class:`TritonFallbackWarning`.
 
 The kernels also run on CPU tensors when triton was imported with ``TRITON_INTERPRET=1``
 (triton's interpreter, which reads that variable when triton is first imported); the test
@@ -20,23 +21,27 @@ from types import ModuleType
 import torch
 
 __all__ = [
+    "CHUNK_KEYS",
     "FAST_STEPS",
-    "MAX_KEYS",
+    "RESIDENT_KEYS",
     "KernelStats",
     "TritonFallbackWarning",
     "backward",
     "forward",
     "interpreting",
     "load_kernels",
+    "stream_row",
     "usable",
 ]
 
 #: Joint Newton steps a row takes before the safeguarded nested iteration finishes it (as in
 #: the compiled CPU kernel; a row needs 3 to 7).
 FAST_STEPS = 40
-#: Longest row the kernels take: a program holds a row's keys and its slice's column masses
-#: in registers (16 keys a thread at 32 warps, where some spill to local memory).
-MAX_KEYS = 16384
+#: Longest row a program holds in registers with its slice's column masses (16 keys a thread
+#: at 32 warps, where some spill to local memory); longer rows are read in chunks.
+RESIDENT_KEYS = 16384
+#: Keys a chunk of a longer row holds (4 a thread at 32 warps).
+CHUNK_KEYS = 4096
 
 _state: dict[str, object] = {}
 
@@ -73,24 +78,11 @@ def interpreting() -> bool:
 
 
 def usable(s: torch.Tensor) -> bool:
-    """Whether ``causal_ot_attention`` runs the kernels on ``(B, n, n)`` scores ``s``: CUDA,
-    float32/float64, ``n <= MAX_KEYS`` and triton installed (one warning where it is not, or
-    where the rows are longer)."""
+    """Whether ``causal_ot_attention`` runs the kernels on scores ``s``: CUDA, float32 or
+    float64, and triton installed (one warning where it is not)."""
     if s.device.type != "cuda" or s.dtype not in (torch.float32, torch.float64):
         return False
-    if load_kernels() is None:
-        return False
-    if s.shape[-1] > MAX_KEYS:
-        if not _state.get("warned_long"):
-            _state["warned_long"] = True
-            warnings.warn(
-                f"proofs_check: rows of {s.shape[-1]} keys are longer than the Triton kernels "
-                f"take ({MAX_KEYS}); causal OT attention runs the pure-torch row solver",
-                TritonFallbackWarning,
-                stacklevel=4,
-            )
-        return False
-    return True
+    return load_kernels() is not None
 
 
 @dataclass(frozen=True)
@@ -161,29 +153,74 @@ def _params(dtype: torch.dtype, device: torch.device, rho: float, tol: float) ->
                         dtype=dtype, device=device)
 
 
-def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
-            fast_steps: int = FAST_STEPS) -> tuple[torch.Tensor, KernelStats]:
-    """Weights of ``(B, n, n)`` scores (``-inf`` masked keys; the upper triangle is not read)
-    and the kernel's statistics. ``fast_steps``: joint Newton steps before the safeguarded
-    iteration (the tests lower it to reach that path)."""
-    mod = _kernels()
-    _check_device(s)
-    s = s.contiguous()
-    bsz, n, _ = s.shape
-    w = torch.empty_like(s)  # every row is written whole, zeros above the diagonal included
-    stats = torch.zeros(bsz, mod.N_STATS.value, dtype=s.dtype, device=s.device)
-    block = _block(n)
-    mod._forward_kernel[(bsz,)](
-        s, w, stats, _params(s.dtype, s.device, rho, tol), n, n * n, n, int(max_iter),
-        int(fast_steps), BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
-    )
+def _stats(mod: ModuleType, stats: torch.Tensor) -> KernelStats:
     st = stats.cpu().double()
-    return w, KernelStats(
+    return KernelStats(
         newton_steps=tuple(int(v) for v in st[:, mod.STAT_ITERS.value]),
         error_estimate=tuple(float(v) for v in st[:, mod.STAT_RESID.value]),
         converged=tuple(bool(v > 0) for v in st[:, mod.STAT_OK.value]),
         invalid_row=tuple(int(v) for v in st[:, mod.STAT_BAD.value]),
     )
+
+
+def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
+            fast_steps: int = FAST_STEPS, chunk: int | None = None,
+            ) -> tuple[torch.Tensor, KernelStats]:
+    """Weights of ``(B, n, n)`` scores (``-inf`` masked keys; the upper triangle is not read)
+    and the kernel's statistics.
+
+    ``fast_steps``: joint Newton steps before the safeguarded iteration. ``chunk``: read the
+    rows in chunks of that many keys (a power of two, at least 16) whatever ``n``; by default
+    rows of up to ``RESIDENT_KEYS`` keys are held whole and longer ones read in chunks of
+    ``CHUNK_KEYS``. The tests set both to reach every path at small sizes.
+    """
+    mod = _kernels()
+    _check_device(s)
+    s = s.contiguous()
+    bsz, n, _ = s.shape
+    stats = torch.zeros(bsz, mod.N_STATS.value, dtype=s.dtype, device=s.device)
+    params = _params(s.dtype, s.device, rho, tol)
+    if chunk is None and n <= RESIDENT_KEYS:
+        w = torch.empty_like(s)  # every row is written whole, zeros above the diagonal included
+        block = _block(n)
+        mod._forward_kernel[(bsz,)](
+            s, w, stats, params, n, n * n, n, int(max_iter), int(fast_steps),
+            BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+        )
+        return w, _stats(mod, stats)
+    block = _check_chunk(chunk) if chunk is not None else CHUNK_KEYS
+    w = torch.zeros_like(s)  # a chunked row writes its keys only
+    col = torch.zeros(bsz, n, dtype=s.dtype, device=s.device)
+    scratch = torch.empty(bsz, 3, n, dtype=s.dtype, device=s.device)
+    mod._forward_chunked_kernel[(bsz,)](
+        s, w, stats, params, col, scratch, n, n * n, n, int(max_iter), int(fast_steps),
+        BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+    )
+    return w, _stats(mod, stats)
+
+
+def stream_row(s: torch.Tensor, col: torch.Tensor, scratch: torch.Tensor, rho: float,
+               tol: float, max_iter: int, *, chunk: int | None = None,
+               ) -> tuple[torch.Tensor, KernelStats]:
+    """Row ``m = len(s)`` of the stream: its weights, solved on the column masses ``col[:m]``,
+    which it then adds to ``col`` in place. ``scratch`` holds at least ``3 m`` entries."""
+    mod = _kernels()
+    _check_device(s)
+    m = s.shape[-1]
+    stats = torch.zeros(1, mod.N_STATS.value, dtype=s.dtype, device=s.device)
+    w = torch.empty(m, dtype=s.dtype, device=s.device)
+    block = _check_chunk(chunk) if chunk is not None else min(CHUNK_KEYS, _block(m))
+    mod._stream_row_kernel[(1,)](
+        s.contiguous(), w, stats, _params(s.dtype, s.device, rho, tol), col, scratch, m,
+        int(max_iter), FAST_STEPS, BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+    )
+    return w, _stats(mod, stats)
+
+
+def _check_chunk(chunk: int) -> int:
+    if chunk < 16 or chunk & (chunk - 1):
+        raise ValueError(f"chunk must be a power of two of at least 16, got {chunk!r}")
+    return chunk
 
 
 def backward(a: torch.Tensor, g: torch.Tensor, rho: float) -> torch.Tensor:
