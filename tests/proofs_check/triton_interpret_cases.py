@@ -130,8 +130,9 @@ def _run(case: Case) -> dict[str, object]:
                               "resid": stats.max_error_estimate, "ok": stats.all_converged,
                               "bad": stats.first_invalid_row}
     if case.backward:
-        out["grad_scores"] = backward(w, x["grad"].reshape(-1, n, n),
-                                      case.rho).reshape(case.shape)
+        grad = x["grad"].reshape(-1, n, n)
+        out["grad_scores"] = backward(w, grad, case.rho).reshape(case.shape)
+        out["grad_scores_chunked"] = backward(w, grad, case.rho, chunk=8).reshape(case.shape)
     return out
 
 

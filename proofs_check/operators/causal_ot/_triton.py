@@ -170,7 +170,7 @@ def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
     and the kernel's statistics.
 
     ``fast_steps``: joint Newton steps before the safeguarded iteration. ``chunk``: read the
-    rows in chunks of that many keys (a power of two, at least 16) whatever ``n``; by default
+    rows in chunks of that many keys (a power of two, at least 8) whatever ``n``; by default
     rows of up to ``RESIDENT_KEYS`` keys are held whole and longer ones read in chunks of
     ``CHUNK_KEYS``. The tests set both to reach every path at small sizes.
     """
@@ -218,23 +218,34 @@ def stream_row(s: torch.Tensor, col: torch.Tensor, scratch: torch.Tensor, rho: f
 
 
 def _check_chunk(chunk: int) -> int:
-    if chunk < 16 or chunk & (chunk - 1):
-        raise ValueError(f"chunk must be a power of two of at least 16, got {chunk!r}")
+    if chunk < 8 or chunk & (chunk - 1):
+        raise ValueError(f"chunk must be a power of two of at least 8, got {chunk!r}")
     return chunk
 
 
-def backward(a: torch.Tensor, g: torch.Tensor, rho: float) -> torch.Tensor:
-    """``dL/ds`` from weights ``a`` and ``g = dL/da`` (both ``(B, n, n)``): the reverse sweep."""
+def backward(a: torch.Tensor, g: torch.Tensor, rho: float, *,
+             chunk: int | None = None) -> torch.Tensor:
+    """``dL/ds`` from weights ``a`` and ``g = dL/da`` (both ``(B, n, n)``): the reverse sweep.
+    ``chunk`` as in :func:`forward` (rows held whole up to ``RESIDENT_KEYS`` keys)."""
     mod = _kernels()
     _check_device(a)
     a = a.contiguous()
     g = g.to(a.dtype).contiguous()
     bsz, n, _ = a.shape
     cp = torch.cumsum(a, dim=-2)  # (B, n, n): C'[l, j], the column masses after row l
-    out = torch.empty_like(a)  # written whole, as the forward's weights
-    block = _block(n)
-    mod._backward_kernel[(bsz,)](
-        a, cp, g, out, _params(a.dtype, a.device, rho, 1.0), n, n * n, n,
+    out = torch.empty_like(a)  # every row is written whole, zeros above the diagonal included
+    params = _params(a.dtype, a.device, rho, 1.0)
+    if chunk is None and n <= RESIDENT_KEYS:
+        block = _block(n)
+        mod._backward_kernel[(bsz,)](
+            a, cp, g, out, params, n, n * n, n,
+            BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+        )
+        return out
+    block = _check_chunk(chunk) if chunk is not None else CHUNK_KEYS
+    carried = torch.zeros(bsz, n, dtype=a.dtype, device=a.device)
+    mod._backward_chunked_kernel[(bsz,)](
+        a, cp, g, out, params, carried, n, n * n, n,
         BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
     )
     return out

@@ -630,3 +630,49 @@ def _stream_row_kernel(
     tl.store(stats_ptr + STAT_RESID, bound.to(stats_ptr.dtype.element_ty))
     tl.store(stats_ptr + STAT_OK, ok.to(stats_ptr.dtype.element_ty))
     tl.store(stats_ptr + STAT_BAD, bad.to(stats_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _backward_chunked_kernel(
+    a_ptr, cp_ptr, g_ptr, out_ptr, param_ptr, carried_ptr,
+    n, stride_b, stride_r,
+    BLOCK: tl.constexpr,
+):
+    """The reverse sweep of ``_backward_kernel`` for rows longer than a program holds: each
+    row in two passes over chunks (its two sums, then the gradient), the carried column
+    gradient in ``carried_ptr`` (``B x n``, zeros)."""
+    b = tl.program_id(0)
+    kappa = tl.load(param_ptr + PARAM_KAPPA)
+    zero = tl.zeros([BLOCK], dtype=out_ptr.dtype.element_ty)
+    carried = carried_ptr + b.to(tl.int64) * n
+    arange = tl.arange(0, BLOCK)
+    for k in range(0, n):
+        i = n - 1 - k
+        base = b.to(tl.int64) * stride_b + i * stride_r
+        sum_v = tl.sum(zero, axis=0)
+        sum_p = sum_v
+        for c in range(0, i + 1, BLOCK):
+            offs = c + arange
+            mk = offs <= i
+            a = tl.load(a_ptr + base + offs, mask=mk, other=0.0)
+            d = tl.load(cp_ptr + base + offs, mask=mk, other=1.0)
+            g = tl.load(g_ptr + base + offs, mask=mk, other=0.0)
+            gc = tl.load(carried + offs, mask=mk, other=0.0)
+            pos = mk & (a > 0.0)
+            p = tl.where(pos, a / (1.0 + kappa * a / tl.where(pos, d, zero + 1.0)), zero)
+            c_v, c_p = tl.reduce((p * (g + gc), p), 0, _sum2)
+            sum_v += c_v
+            sum_p += c_p
+        for c in range(0, n, BLOCK):
+            offs = c + arange
+            mk = offs <= i
+            a = tl.load(a_ptr + base + offs, mask=mk, other=0.0)
+            d = tl.load(cp_ptr + base + offs, mask=mk, other=1.0)
+            g = tl.load(g_ptr + base + offs, mask=mk, other=0.0)
+            gc = tl.load(carried + offs, mask=mk, other=0.0)
+            pos = mk & (a > 0.0)
+            d = tl.where(pos, d, zero + 1.0)
+            p = tl.where(pos, a / (1.0 + kappa * a / d), zero)
+            sbar = p * (g + gc) - p * (sum_v / sum_p)
+            tl.store(out_ptr + base + offs, sbar, mask=offs < n)
+            tl.store(carried + offs, gc - kappa * sbar / d, mask=mk)
