@@ -14,6 +14,7 @@ suite checks them that way on machines without a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass
 from types import ModuleType
@@ -183,19 +184,21 @@ def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
     if chunk is None and n <= RESIDENT_KEYS:
         w = torch.empty_like(s)  # every row is written whole, zeros above the diagonal included
         block = _block(n)
-        mod._forward_kernel[(bsz,)](
-            s, w, stats, params, n, n * n, n, int(max_iter), int(fast_steps),
-            BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
-        )
+        with _on_device(s):
+            mod._forward_kernel[(bsz,)](
+                s, w, stats, params, n, n * n, n, int(max_iter), int(fast_steps),
+                BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+            )
         return w, _stats(mod, stats)
     block = _check_chunk(chunk) if chunk is not None else CHUNK_KEYS
     w = torch.zeros_like(s)  # a chunked row writes its keys only
     col = torch.zeros(bsz, n, dtype=s.dtype, device=s.device)
     scratch = torch.empty(bsz, 3, n, dtype=s.dtype, device=s.device)
-    mod._forward_chunked_kernel[(bsz,)](
-        s, w, stats, params, col, scratch, n, n * n, n, int(max_iter), int(fast_steps),
-        BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
-    )
+    with _on_device(s):
+        mod._forward_chunked_kernel[(bsz,)](
+            s, w, stats, params, col, scratch, n, n * n, n, int(max_iter), int(fast_steps),
+            BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+        )
     return w, _stats(mod, stats)
 
 
@@ -210,11 +213,18 @@ def stream_row(s: torch.Tensor, col: torch.Tensor, scratch: torch.Tensor, rho: f
     stats = torch.zeros(1, mod.N_STATS.value, dtype=s.dtype, device=s.device)
     w = torch.empty(m, dtype=s.dtype, device=s.device)
     block = _check_chunk(chunk) if chunk is not None else min(CHUNK_KEYS, _block(m))
-    mod._stream_row_kernel[(1,)](
-        s.contiguous(), w, stats, _params(s.dtype, s.device, rho, tol), col, scratch, m,
-        int(max_iter), FAST_STEPS, BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
-    )
+    with _on_device(s):
+        mod._stream_row_kernel[(1,)](
+            s.contiguous(), w, stats, _params(s.dtype, s.device, rho, tol), col, scratch, m,
+            int(max_iter), FAST_STEPS, BLOCK=block, num_warps=_warps(block),
+            enable_fp_fusion=True,
+        )
     return w, _stats(mod, stats)
+
+
+def _on_device(t: torch.Tensor):
+    """A context that makes ``t``'s GPU current (triton launches on the current one)."""
+    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
 
 
 def _check_chunk(chunk: int) -> int:
@@ -237,15 +247,17 @@ def backward(a: torch.Tensor, g: torch.Tensor, rho: float, *,
     params = _params(a.dtype, a.device, rho, 1.0)
     if chunk is None and n <= RESIDENT_KEYS:
         block = _block(n)
-        mod._backward_kernel[(bsz,)](
-            a, cp, g, out, params, n, n * n, n,
-            BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
-        )
+        with _on_device(a):
+            mod._backward_kernel[(bsz,)](
+                a, cp, g, out, params, n, n * n, n,
+                BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+            )
         return out
     block = _check_chunk(chunk) if chunk is not None else CHUNK_KEYS
     carried = torch.zeros(bsz, n, dtype=a.dtype, device=a.device)
-    mod._backward_chunked_kernel[(bsz,)](
-        a, cp, g, out, params, carried, n, n * n, n,
-        BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
-    )
+    with _on_device(a):
+        mod._backward_chunked_kernel[(bsz,)](
+            a, cp, g, out, params, carried, n, n * n, n,
+            BLOCK=block, num_warps=_warps(block), enable_fp_fusion=True,
+        )
     return out
