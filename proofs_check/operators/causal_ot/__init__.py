@@ -16,8 +16,9 @@ Methods (``method=``):
 
 ``"newton"`` (and ``"auto"``)
     Lemma 2.1 row by row, a joint Newton iteration on ``(log a, log Z_l)`` per row. On CPU
-    (float32/float64) the compiled kernel (``_compiled``, sources in ``csrc/``); elsewhere the
-    pure-torch solver (``_newton``).
+    (float32/float64) the compiled kernel (``_compiled``, sources in ``csrc/``); on CUDA the
+    Triton kernels (``_triton``, ``_triton_kernels``); elsewhere, or where these cannot run
+    (one warning says why), the pure-torch solver (``_newton``).
 ``"sinkhorn"``
     Lemma 2.2 sweeps over all rows at once, in the log domain (``_sinkhorn``).
 ``"anderson"``
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _compiled
+from . import _compiled, _triton
 from ._common import (
     SCORE_VALUE_ERRORS,
     CausalOTResult,
@@ -57,6 +58,7 @@ from ._mp import causal_ot_exact_mp
 from ._newton import reverse_sweep_backward, solve_dense
 from ._sinkhorn import anderson, sinkhorn
 from ._stream import stream_causal_ot
+from ._triton import TritonFallbackWarning
 
 __all__ = [
     "METHODS",
@@ -64,6 +66,7 @@ __all__ = [
     "CompiledFallbackWarning",
     "ConvergenceInfo",
     "ConvergenceWarning",
+    "TritonFallbackWarning",
     "causal_ot_attention",
     "causal_ot_exact_mp",
     "stream_causal_ot",
@@ -89,8 +92,9 @@ class _Solved:
 def _solve_forward(s: torch.Tensor, rho: float, method: str, tol: float,
                    max_iter: int) -> _Solved:
     """The forward solver for ``method`` on ``s``'s device and dtype (no autograd)."""
-    if method == "newton" and _compiled.usable(s):
-        w, stats = _compiled.forward(s, rho, tol, max_iter)
+    kernel = _kernel_for(s) if method == "newton" else None
+    if kernel is not None:
+        w, stats = kernel.forward(s, rho, tol, max_iter)
         if stats.first_invalid_row:
             raise ValueError(SCORE_VALUE_ERRORS[stats.first_invalid_row])
         res = stats.max_error_estimate
@@ -105,10 +109,20 @@ def _solve_forward(s: torch.Tensor, rho: float, method: str, tol: float,
     return _Solved(w, log_v, sweeps, res, res <= tol)
 
 
+def _kernel_for(s: torch.Tensor):
+    """The compiled module (CPU) or the Triton one (CUDA) that takes ``s``; None: pure torch."""
+    if _compiled.usable(s):
+        return _compiled
+    if _triton.usable(s):
+        return _triton
+    return None
+
+
 def _solve_backward(w: torch.Tensor, g: torch.Tensor, rho: float) -> torch.Tensor:
     """``dL/ds`` from the weights and ``dL/dw``: the exact reverse row sweep."""
-    if _compiled.usable(w):
-        return _compiled.backward(w, g, rho)
+    kernel = _kernel_for(w)
+    if kernel is not None:
+        return kernel.backward(w, g, rho)
     return reverse_sweep_backward(w, g.to(w.dtype), rho)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from . import _compiled
+from . import _compiled, _triton
 from ._common import (
     ConvergenceWarning,
     default_tol,
@@ -61,7 +61,8 @@ def stream_causal_ot(
         (default): silent.
 
     On CPU (``rho > 0``) each row runs through the compiled row kernel (``_compiled``, the one
-    the dense operator uses), elsewhere through the pure-torch row solver (``_newton``).
+    the dense operator uses), on CUDA through the Triton row kernel (``_triton``, one launch a
+    row), elsewhere through the pure-torch row solver (``_newton``).
 
     Yields
     ------
@@ -126,6 +127,8 @@ def _stream(n, rho, score_fn, dtype, device, tol, max_iter, progress=None):
     lcol = torch.zeros(n, dtype=dtype, device=device)  # log C[l-1, :] (compiled kernel)
     idx = torch.arange(1, n + 1, device=device)
     compiled = device.type == "cpu" and rho > 0 and _compiled.load_extension() is not None
+    gpu = device.type == "cuda" and rho > 0 and _triton.usable(col)
+    scratch = torch.empty(3 * n, dtype=dtype, device=device) if gpu else None
     # constant scores: every row reads a prefix of one zero row (read-only below), not a fresh
     # zero tensor per row (n^2 / 2 entries of memset in all)
     zeros = torch.zeros(1, n, dtype=dtype, device=device) if score_fn is None else None
@@ -147,6 +150,17 @@ def _stream(n, rho, score_fn, dtype, device, tol, max_iter, progress=None):
                 raise ValueError(f"score_fn({l_row}, j) masked every key of row {l_row}")
             if bool(live.all()):
                 live = None
+        if gpu:
+            row, st = _triton.stream_row(s.reshape(-1), col, scratch, rho, tol, max_iter)
+            if not st.all_converged:
+                warnings.warn(
+                    f"stream_causal_ot: row {l_row} stopped with Newton error estimate "
+                    f"{st.max_error_estimate:.3e} > {tol:g}",
+                    ConvergenceWarning,
+                    stacklevel=2,
+                )
+            yield l_row, row
+            continue
         if compiled:
             row, st = _compiled.stream_row(s.reshape(-1), col, lcol, rho, tol, max_iter)
             if not st.converged:
