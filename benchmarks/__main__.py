@@ -1,7 +1,8 @@
 """``python -m benchmarks``: measure what a user pays, beside the naive alternative.
 
-Collects ``run(quick)`` from ``benchmarks.margin``, ``benchmarks.masses`` and
-``benchmarks.operators``, times ``python -m proofs_check`` and ``python paper_figs.py`` end to
+Collects ``run(quick)`` from ``benchmarks.margin``, ``benchmarks.masses``,
+``benchmarks.operators``, ``benchmarks.diagnose`` and, where a CUDA device is present,
+``benchmarks.operators_cuda`` (named in ``--only`` without one: refused), times ``python -m proofs_check`` and ``python paper_figs.py`` end to
 end, prints one table per area and writes the results file with the machine description
 (``machine``: this run's; ``machine_by_area``: each area's, since ``--only`` keeps the areas
 measured in earlier runs, possibly on another machine). Timings are medians of at least 5
@@ -50,7 +51,9 @@ from priors.cli import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-AREAS = ("margin", "masses", "operators", "end_to_end", "diagnose")
+AREAS = ("margin", "masses", "operators", "end_to_end", "diagnose", "operators_cuda")
+#: Areas that need a CUDA device: left out of a run without one, refused when named in --only.
+CUDA_AREAS = ("operators_cuda",)
 #: Where a full run and a ``--quick`` run write by default (never the same file).
 DEFAULT_OUT = {False: ROOT / "benchmarks" / "results.json",
                True: ROOT / "benchmarks" / "results_quick.json"}
@@ -196,10 +199,31 @@ def _print_readme(out: Path) -> int:
     return 0
 
 
+def _areas(only: str | None) -> list[str]:
+    """The areas to run: ``--only``'s, checked (a CUDA area without a device refused), or
+    every area, the CUDA ones only where a CUDA device is present."""
+    import torch
+
+    if only is None:
+        return [a for a in AREAS if a not in CUDA_AREAS or torch.cuda.is_available()]
+    items = [a.strip() for a in only.split(",")]
+    if not only.strip() or any(not a for a in items):
+        raise UsageError(f"--only: empty area in {echo(only)}; choose from {AREAS}")
+    unknown = [a for a in items if a not in AREAS]
+    if unknown:
+        raise UsageError(f"--only: unknown area(s) {echo(unknown)}; choose from {AREAS}")
+    if not torch.cuda.is_available() and any(a in CUDA_AREAS for a in items):
+        raise UsageError(f"--only: {', '.join(a for a in items if a in CUDA_AREAS)} needs a "
+                         "CUDA device and this machine has none")
+    return list(dict.fromkeys(items))
+
+
 def _main(argv: list[str] | None) -> int:
     parser = Parser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run (small sizes, few repeats)")
-    parser.add_argument("--only", default=",".join(AREAS), help=f"comma list from {AREAS}")
+    parser.add_argument("--only", default=None,
+                        help=f"comma list from {AREAS} (default: all; the CUDA areas "
+                             "where a CUDA device is present)")
     parser.add_argument(
         "--out", default=None,
         help="results file (.json; default benchmarks/results.json, with --quick "
@@ -211,13 +235,7 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.readme:
         return _print_readme(Path(DEFAULT_OUT[False] if args.out is None else args.out))
-    items = [a.strip() for a in args.only.split(",")]
-    if not args.only.strip() or any(not a for a in items):
-        raise UsageError(f"--only: empty area in {echo(args.only)}; choose from {AREAS}")
-    unknown = [a for a in items if a not in AREAS]
-    if unknown:
-        raise UsageError(f"--only: unknown area(s) {echo(unknown)}; choose from {AREAS}")
-    areas = list(dict.fromkeys(items))
+    areas = _areas(args.only)
     # before minutes of benchmarks, not after
     out = check_output_file(
         DEFAULT_OUT[args.quick] if args.out is None else args.out, "--out", suffixes=(".json",)

@@ -135,13 +135,17 @@ def accuracy_rows(batch: int, n: int) -> list[dict]:
     return rows
 
 
-def run(quick: bool = False) -> dict:
-    """Every row of the module docstring; raises RuntimeError without a CUDA device."""
+def run(quick: bool = False) -> list[dict]:
+    """Every row of the module docstring, each naming the device and the versions; raises
+    RuntimeError without a CUDA device."""
     import torch
 
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device: the CUDA operator benchmark needs one")
-    device = torch.cuda.get_device_name(0)
+    import triton
+
+    device = {"device": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+              "triton": triton.__version__}
     rep = 1 if quick else 5
     if quick:
         rows = forward_rows([(8, 512), (8, 1024)], "float32", rep)
@@ -151,10 +155,7 @@ def run(quick: bool = False) -> dict:
         rows += backward_rows(64, 4096, rep)
         rows += forward_rows([(8, 2048)], "float64", rep)
         rows += accuracy_rows(8, 2048)
-    import triton
-
-    return {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "triton": triton.__version__, "rows": rows}
+    return [{**row, **device} for row in rows]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,9 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"device: {result['device']} (torch {result['torch']}, CUDA {result['cuda']}, "
-              f"triton {result['triton']})")
-        for row in result["rows"]:
+        for row in result:
             print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                             for k, v in row.items()))
     return 0

@@ -183,6 +183,31 @@ def _diagnose(rows: Sequence[Row]) -> list[str]:
                       seconds(r["median_s"])] for r in timed])]
 
 
+def _operators_cuda(rows: Sequence[Row]) -> list[str]:
+    timed = [r for r in rows if "ratio" in r]
+    rhos = sorted({r["rho"] for r in timed})
+    cells: dict[tuple[str, int, int], dict[float, str]] = {}
+    for r in timed:
+        cells.setdefault((r["case"], r["batch_heads"], r["n"]), {})[r["rho"]] = \
+            f"{sig3(r['ratio'])}x ({sig3(r['ot_ms'])} ms)"
+    accuracy = [r for r in rows if "max_abs_error" in r]
+    device = rows[0].get("device", "a CUDA device")
+    lines = [f"`causal_ot_attention` on {device} (the Triton kernels), time over the masked "
+             "softmax of the same scores on the same GPU, medians of 5 interleaved, "
+             "synchronised calls (operator time in parentheses):", "",
+             *_table(["case", "batch x heads", "n", *(f"rho = {rho:g}" for rho in rhos)],
+                     [[k[0], str(k[1]), str(k[2]), *(v.get(rho, "—") for rho in rhos)]
+                      for k, v in cells.items()])]
+    if accuracy:
+        lines += ["", "Its weights against the compiled CPU kernel in float64 (tol 1e-13):", "",
+                  *_table(["case", "batch x heads", "n", "rho", "largest |error|",
+                           "largest |row sum - 1|"],
+                          [[r["case"], str(r["batch_heads"]), str(r["n"]), f"{r['rho']:g}",
+                            f"{r['max_abs_error']:.2e}", f"{r['max_row_sum_error']:.2e}"]
+                           for r in accuracy])]
+    return lines
+
+
 #: Each area of ``results["areas"]``, as Markdown lines (areas not listed are not shown).
 AREAS: dict[str, Callable[[Sequence[Row]], list[str]]] = {
     "margin": _margin,
@@ -190,6 +215,7 @@ AREAS: dict[str, Callable[[Sequence[Row]], list[str]]] = {
     "operators": _operators,
     "end_to_end": _end_to_end,
     "diagnose": _diagnose,
+    "operators_cuda": _operators_cuda,
 }
 
 

@@ -291,3 +291,14 @@ def test_stream_peak_rss_sees_growth_after_the_reset():
     # reuse pages the process already holds; measured 240 MiB of 256 there, and ru_maxrss
     # under a big parent showed 0)
     assert peak1 - base >= 128 << 20
+
+
+def test_cuda_areas_need_a_device(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "operators_cuda" not in bench_main._areas(None)  # left out of a default run
+    assert bench_main.main(["--only", "operators_cuda", "--quick"]) == 2  # named: refused
+    assert "needs a CUDA device" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert bench_main._areas(None)[-1] == "operators_cuda"

@@ -105,3 +105,16 @@ def test_readme_option_prints_the_block_and_runs_nothing(tmp_path, capsys):
     assert _cells(out, "`t5-base`") == ["`t5-base`", "24 x 5", "60.2 ms"]
     assert json.loads(path.read_text()) == results  # read, never rewritten
     assert bench_main.main(["--readme", "--out", str(tmp_path / "missing.json")]) == 2
+
+
+def test_cuda_operator_rows_render_with_their_device():
+    rows = [{"case": "forward float32", "batch_heads": 64, "n": 4096, "rho": r, "ot_ms": 10.0 * i,
+             "softmax_ms": 2.0, "ratio": 5.0 * i, "device": "NVIDIA H200"}
+            for i, r in enumerate((0.3, 0.9), 1)]
+    rows.append({"case": "accuracy float32", "batch_heads": 8, "n": 2048, "rho": 0.9,
+                 "max_abs_error": 3.2e-7, "max_row_sum_error": 1.1e-7, "device": "NVIDIA H200"})
+    out = render(_results(operators_cuda=rows))
+    assert "on NVIDIA H200" in out
+    assert _cells(out, "forward float32") == ["forward float32", "64", "4096", "5.00x (10.0 ms)",
+                                              "10.0x (20.0 ms)"]
+    assert _cells(out, "accuracy float32")[-2:] == ["3.20e-07", "1.10e-07"]
