@@ -20,6 +20,7 @@ __all__ = [
     "CausalOTResult",
     "ConvergenceInfo",
     "ConvergenceWarning",
+    "SliceStats",
     "causal_softmax",
     "check_score_values",
     "compute_dtype",
@@ -82,6 +83,42 @@ class ConvergenceInfo:
     def iterations(self) -> int:
         """Same as ``sweeps`` (the name shared by every solver's diagnostics)."""
         return self.sweeps
+
+
+@dataclass(frozen=True)
+class SliceStats:
+    """What a compiled or Triton forward did, one entry per ``(batch, head)`` slice.
+
+    Attributes
+    ----------
+    newton_steps : the largest number of Newton steps a row of the slice took.
+    error_estimate : the largest row error estimate (``ConvergenceInfo.residual``).
+    converged : every row met ``tol``.
+    invalid_row : 0, or the code of the slice's first invalid row (the key of
+        ``SCORE_VALUE_ERRORS``: 1 NaN, 2 ``+inf``, 3 every key masked).
+    """
+
+    newton_steps: tuple[int, ...]
+    error_estimate: tuple[float, ...]
+    converged: tuple[bool, ...]
+    invalid_row: tuple[int, ...]
+
+    @property
+    def max_newton_steps(self) -> int:
+        return max(self.newton_steps)
+
+    @property
+    def max_error_estimate(self) -> float:
+        return max(self.error_estimate)
+
+    @property
+    def all_converged(self) -> bool:
+        return all(self.converged)
+
+    @property
+    def first_invalid_row(self) -> int:
+        """The code of the first slice's invalid row (0: every row valid)."""
+        return next((code for code in self.invalid_row if code), 0)
 
 
 class CausalOTResult:

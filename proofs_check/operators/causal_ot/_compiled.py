@@ -25,6 +25,8 @@ from typing import Literal
 
 import torch
 
+from ._common import SliceStats
+
 __all__ = [
     "DEFAULT_OPTIONS",
     "CompiledFallbackWarning",
@@ -201,17 +203,13 @@ def _module() -> ModuleType:
 
 
 @dataclass(frozen=True)
-class ForwardStats:
-    """What the compiled forward did, one entry per ``(batch, head)`` slice.
+class ForwardStats(SliceStats):
+    """What the compiled forward did, one entry per ``(batch, head)`` slice: the fields of
+    :class:`SliceStats` (the rows after an invalid one are zero) and
 
     Attributes
     ----------
-    newton_steps : the largest number of Newton steps a row of the slice took.
-    error_estimate : the largest row error estimate (``ConvergenceInfo.residual``).
-    converged : every row met ``tol``.
     fallback_rows : rows finished by the safeguarded nested iteration.
-    invalid_row : 0, or the code of the first invalid row (the key of ``SCORE_VALUE_ERRORS``:
-        1 NaN, 2 ``+inf``, 3 every key masked); the rows after it are zero.
     team_rows : rows the team of two workers shared (one slice on two or more threads).
     series_rows : rows solved by the series solve (long rows).
     team_from : the team's first shared row (0 without a team).
@@ -220,33 +218,12 @@ class ForwardStats:
     guess_rows : rows whose first pass kept its guess of the row's start scale.
     """
 
-    newton_steps: tuple[int, ...]
-    error_estimate: tuple[float, ...]
-    converged: tuple[bool, ...]
     fallback_rows: tuple[int, ...]
-    invalid_row: tuple[int, ...]
     team_rows: tuple[int, ...]
     series_rows: tuple[int, ...]
     team_from: tuple[int, ...]
     exchange_ns: tuple[float, ...]
     guess_rows: tuple[int, ...]
-
-    @property
-    def max_newton_steps(self) -> int:
-        return max(self.newton_steps)
-
-    @property
-    def max_error_estimate(self) -> float:
-        return max(self.error_estimate)
-
-    @property
-    def all_converged(self) -> bool:
-        return all(self.converged)
-
-    @property
-    def first_invalid_row(self) -> int:
-        """The code of the first slice's invalid row (0: every row valid)."""
-        return next((code for code in self.invalid_row if code), 0)
 
 
 _FLOAT_STATS = ("error_estimate", "exchange_ns")

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from dataclasses import dataclass
 from types import ModuleType
 
 import torch
+
+from ._common import SliceStats
 
 __all__ = [
     "CHUNK_KEYS",
     "FAST_STEPS",
     "RESIDENT_KEYS",
-    "KernelStats",
     "TritonFallbackWarning",
     "backward",
     "forward",
@@ -86,42 +86,6 @@ def usable(s: torch.Tensor) -> bool:
     return load_kernels() is not None
 
 
-@dataclass(frozen=True)
-class KernelStats:
-    """What the forward kernel did, one entry per ``(batch, head)`` slice.
-
-    Attributes
-    ----------
-    newton_steps : the largest number of Newton steps a row of the slice took.
-    error_estimate : the largest row error bound (``ConvergenceInfo.residual``).
-    converged : every row met ``tol``.
-    invalid_row : 0, or the code of the slice's first invalid row (the key of
-        ``SCORE_VALUE_ERRORS``: 1 NaN, 2 ``+inf``, 3 every key masked).
-    """
-
-    newton_steps: tuple[int, ...]
-    error_estimate: tuple[float, ...]
-    converged: tuple[bool, ...]
-    invalid_row: tuple[int, ...]
-
-    @property
-    def max_newton_steps(self) -> int:
-        return max(self.newton_steps)
-
-    @property
-    def max_error_estimate(self) -> float:
-        return max(self.error_estimate)
-
-    @property
-    def all_converged(self) -> bool:
-        return all(self.converged)
-
-    @property
-    def first_invalid_row(self) -> int:
-        """The code of the first slice's invalid row (0: every row valid)."""
-        return next((code for code in self.invalid_row if code), 0)
-
-
 def _kernels() -> ModuleType:
     mod = load_kernels()
     if mod is None:
@@ -154,9 +118,9 @@ def _params(dtype: torch.dtype, device: torch.device, rho: float, tol: float) ->
                         dtype=dtype, device=device)
 
 
-def _stats(mod: ModuleType, stats: torch.Tensor) -> KernelStats:
+def _stats(mod: ModuleType, stats: torch.Tensor) -> SliceStats:
     st = stats.cpu().double()
-    return KernelStats(
+    return SliceStats(
         newton_steps=tuple(int(v) for v in st[:, mod.STAT_ITERS.value]),
         error_estimate=tuple(float(v) for v in st[:, mod.STAT_RESID.value]),
         converged=tuple(bool(v > 0) for v in st[:, mod.STAT_OK.value]),
@@ -166,7 +130,7 @@ def _stats(mod: ModuleType, stats: torch.Tensor) -> KernelStats:
 
 def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
             fast_steps: int = FAST_STEPS, chunk: int | None = None,
-            ) -> tuple[torch.Tensor, KernelStats]:
+            ) -> tuple[torch.Tensor, SliceStats]:
     """Weights of ``(B, n, n)`` scores (``-inf`` masked keys; the upper triangle is not read)
     and the kernel's statistics.
 
@@ -204,7 +168,7 @@ def forward(s: torch.Tensor, rho: float, tol: float, max_iter: int, *,
 
 def stream_row(s: torch.Tensor, col: torch.Tensor, scratch: torch.Tensor, rho: float,
                tol: float, max_iter: int, *, chunk: int | None = None,
-               ) -> tuple[torch.Tensor, KernelStats]:
+               ) -> tuple[torch.Tensor, SliceStats]:
     """Row ``m = len(s)`` of the stream: its weights, solved on the column masses ``col[:m]``,
     which it then adds to ``col`` in place. ``scratch`` holds at least ``3 m`` entries."""
     mod = _kernels()

@@ -98,6 +98,118 @@ def _upper_root(t, log_c, old, live, omr, kappa, zero):
 
 
 @triton.jit
+def _params(param_ptr):
+    """``(1 - rho, kappa, tol, eps)`` from the parameter vector (slots ``PARAM_*``)."""
+    return (tl.load(param_ptr + PARAM_OMR), tl.load(param_ptr + PARAM_KAPPA),
+            tl.load(param_ptr + PARAM_TOL), tl.load(param_ptr + PARAM_EPS))
+
+
+@triton.jit
+def _store_stats(out, iters, resid, ok, bad):
+    """One slice's statistics into ``out[STAT_*]``, in ``out``'s dtype."""
+    dtype = out.dtype.element_ty
+    tl.store(out + STAT_ITERS, iters.to(dtype))
+    tl.store(out + STAT_RESID, resid.to(dtype))
+    tl.store(out + STAT_OK, ok.to(dtype))
+    tl.store(out + STAT_BAD, bad.to(dtype))
+
+
+@triton.jit
+def _evaluate(x, log_c, s, zeta, live, kappa, zero):
+    """The row at ``(x, zeta)``: weights ``a = e^x``, ``1/g`` and the residuals ``r`` of the
+    keys' equations (0 on dead keys)."""
+    log_d = _log_add(log_c, x)
+    a = tl.where(live, tl.exp(x), zero)
+    ginv = 1.0 / (1.0 + kappa * tl.exp(x - log_d))
+    r = tl.where(live, x + kappa * log_d + zeta - s, zero)
+    return a, ginv, r
+
+
+@triton.jit
+def _after_pass(it, mdx, dz, step, bound, zeta, s_abs, tol, eps, n_fast):
+    """After the evaluation at step ``it``: ``(code, step size, error bound)``; the step is
+    the largest key move ``mdx`` or ``|dz|``, the code that of ``_stopping``, or 3 (to the
+    safeguarded iteration) when ``n_fast`` steps are spent."""
+    done = 0
+    if it > 0:
+        prev = step
+        step = tl.maximum(mdx, tl.abs(dz))
+        done, bound = _stopping(it, step, prev, zeta, s_abs, tol, eps)
+    if (done == 0) & (it >= n_fast):
+        done = 3
+    return done, step, bound
+
+
+@triton.jit
+def _stopping(it, step, prev, zeta, s_abs, tol, eps):
+    """The joint iteration's stopping rule after step ``it`` of size ``step`` (the one before:
+    ``prev``): ``(code, error bound)``, code 1 when Newton's bound (the step, or
+    ``4 step^3/prev^2`` once the steps shrink quadratically) is at most ``tol/10``, 2 when the
+    steps stall at rounding level, 3 when the step is not finite, 0 to go on."""
+    bound = step
+    if (it > 1) & (step < 0.25 * prev) & (step < 0.0009765625):
+        bound = tl.minimum(bound, 4.0 * step * step * (step / (prev * prev)))
+    done = 0
+    if bound <= 0.1 * tol:
+        done = 1
+    elif (step <= 16.0 * eps * (1.0 + tl.abs(zeta) + s_abs)) & (step >= 0.5 * prev):
+        done = 2
+    elif step != step:
+        done = 3
+    return done, bound
+
+
+@triton.jit
+def _invalid_code(n_nan, n_pinf, n_fin):
+    """The row's code in ``SCORE_VALUE_ERRORS`` (0: valid)."""
+    return tl.where(n_nan > 0, 1, tl.where(n_pinf > 0, 2, tl.where(n_fin == 0, 3, 0)))
+
+
+@triton.jit
+def _keys_at_zeta(x, log_c, s, zeta, live, kappa, tol, zero):
+    """Each key's root at fixed ``zeta`` by monotone Newton from the upper bound ``x`` (at
+    most 50 steps, until the largest is at most ``tol`` or the steps stop shrinking):
+    ``(x, the last largest step)``."""
+    inner = tl.sum(zero, axis=0) + float("inf")
+    last = inner
+    k = 0
+    while (k < 50) & (inner > tol) & ((k < 2) | (inner < last)):
+        log_d = _log_add(log_c, x)
+        dx = tl.where(live, (x + kappa * log_d + zeta - s) / (1.0 + kappa * tl.exp(x - log_d)),
+                      zero)
+        x = x - dx
+        last = inner
+        inner = tl.max(tl.abs(dx), axis=0)
+        k += 1
+    return x, inner
+
+
+@triton.jit
+def _bracketed_zeta(zeta, u, slope, zlo, zhi, omr):
+    """One safeguarded step on ``zeta`` from ``u = log sum_j a_j(zeta)`` (0 at the root) and
+    its slope ``-u'`` in ``[1 - rho, 1]``: the bracket ``[zlo, zhi]`` narrowed by the slope
+    bounds, Newton's step kept inside it (else the midpoint). ``(new zeta, zlo, zhi)``."""
+    b1 = zeta + u
+    b2 = zeta + u / omr
+    zlo = tl.maximum(zlo, tl.minimum(b1, b2))
+    zhi = tl.minimum(zhi, tl.maximum(b1, b2))
+    new = zeta + u / slope
+    if (new < zlo) | (new > zhi):
+        new = 0.5 * (zlo + zhi)
+    return new, zlo, zhi
+
+
+@triton.jit
+def _stall(bound, best, stall, zeta, eps):
+    """Steps in a row that did not shrink at rounding level (the safeguarded loop stops at 3)."""
+    if (bound >= best) & (bound <= 1e3 * eps * (1.0 + tl.abs(zeta))):
+        stall += 1
+    else:
+        stall = 0
+    return stall
+
+
+@triton.jit
 def _row_start(s, log_c, old, fresh, omr, kappa, zero):
     """``zeta`` of the closed-form start: three scalar Newton steps on
     ``log(e^{P - zeta} + E e^{-(1-rho) zeta}) = 0``, ``E = sum_fresh e^{(1-rho) s_f}``.
@@ -134,10 +246,7 @@ def _forward_kernel(
     in_n = offs < n
     s_base = s_ptr + b.to(tl.int64) * stride_b
     w_base = w_ptr + b.to(tl.int64) * stride_b
-    omr = tl.load(param_ptr + PARAM_OMR)
-    kappa = tl.load(param_ptr + PARAM_KAPPA)
-    tol = tl.load(param_ptr + PARAM_TOL)
-    eps = tl.load(param_ptr + PARAM_EPS)
+    omr, kappa, tol, eps = _params(param_ptr)
     zero = tl.zeros([BLOCK], dtype=w_ptr.dtype.element_ty)
     izero = tl.zeros([BLOCK], dtype=tl.int32)
     zs = tl.sum(zero, axis=0)  # a scalar 0 of the compute dtype
@@ -157,7 +266,7 @@ def _forward_kernel(
              tl.where(fin, 1, izero), tl.where(fin, raw, -inf), tl.where(fin, raw, inf)),
             0, _row_scan)
         if bad == 0:
-            bad = tl.where(n_nan > 0, 1, tl.where(n_pinf > 0, 2, tl.where(n_fin == 0, 3, 0)))
+            bad = _invalid_code(n_nan, n_pinf, n_fin)
         rmax = tl.where(n_fin > 0, rmax, zs)
         shifted = raw - rmax
         live = fin & (shifted > -inf)  # a difference that overflows: weight below any float
@@ -181,26 +290,11 @@ def _forward_kernel(
         ginv = zero
         r = zero
         while done == 0:
-            log_d = _log_add(log_c, x)
-            a = tl.where(live, tl.exp(x), zero)
-            ginv = 1.0 / (1.0 + kappa * tl.exp(x - log_d))
-            r = tl.where(live, x + kappa * log_d + zeta - s, zero)
+            a, ginv, r = _evaluate(x, log_c, s, zeta, live, kappa, zero)
             ag = a * ginv
             sa, sagr, sag, mdx = tl.reduce((a, ag * r, ag, tl.abs(dxv)), 0, _sum3_max1)
-            if it > 0:
-                prev = step
-                step = tl.maximum(mdx, tl.abs(dz))
-                bound = step
-                if (it > 1) & (step < 0.25 * prev) & (step < 0.0009765625):
-                    bound = tl.minimum(bound, 4.0 * step * step * (step / (prev * prev)))
-                if bound <= 0.1 * tol:
-                    done = 1
-                elif (step <= 16.0 * eps * (1.0 + tl.abs(zeta) + s_abs)) & (step >= 0.5 * prev):
-                    done = 2  # stalled at rounding level
-                elif step != step:
-                    done = 3  # not finite: the safeguarded iteration takes the row
-            if (done == 0) & (it >= n_fast):
-                done = 3
+            done, step, bound = _after_pass(it, mdx, dz, step, bound, zeta, s_abs, tol, eps,
+                                            n_fast)
             if done == 0:
                 dz = (sa - 1.0 - sagr) / sag
                 zeta = zeta + dz
@@ -222,47 +316,25 @@ def _forward_kernel(
                 bound = inf
                 it2 = 0
                 while (it2 < max_iter - n_fast) & (bound > tol) & (stall < 3):
-                    inner = inf
-                    last = inf
-                    k = 0
-                    # monotone from the upper bound: stop when the steps stop shrinking
-                    while (k < 50) & (inner > tol) & ((k < 2) | (inner < last)):
-                        log_d = _log_add(log_c, x)
-                        dx = tl.where(live, (x + kappa * log_d + zeta - s)
-                                      / (1.0 + kappa * tl.exp(x - log_d)), zero)
-                        x = x - dx
-                        last = inner
-                        inner = tl.max(tl.abs(dx), axis=0)
-                        k += 1
+                    x, inner = _keys_at_zeta(x, log_c, s, zeta, live, kappa, tol, zero)
                     log_d = _log_add(log_c, x)
                     g = 1.0 + kappa * tl.exp(x - log_d)
                     xm = tl.max(tl.where(live, x, -inf), axis=0)
                     u = xm + tl.log(tl.sum(tl.where(live, tl.exp(x - xm), zero), axis=0))
                     slope = tl.sum(tl.where(live, tl.exp(x - u) / g, zero), axis=0)
-                    b1 = zeta + u
-                    b2 = zeta + u / omr
-                    zlo = tl.maximum(zlo, tl.minimum(b1, b2))
-                    zhi = tl.minimum(zhi, tl.maximum(b1, b2))
-                    new = zeta + u / slope
-                    if (new < zlo) | (new > zhi):
-                        new = 0.5 * (zlo + zhi)
+                    new, zlo, zhi = _bracketed_zeta(zeta, u, slope, zlo, zhi, omr)
                     dz = new - zeta
                     zeta = new
                     x = tl.where(live, x - dz / g, zero)
                     bound = tl.maximum(tl.abs(dz), inner)
-                    if (bound >= best) & (bound <= 1e3 * eps * (1.0 + tl.abs(zeta))):
-                        stall += 1
-                    else:
-                        stall = 0
+                    stall = _stall(bound, best, stall, zeta, eps)
                     best = tl.minimum(best, bound)
                     it2 += 1
                 it = it + it2
                 ok = bound <= tol
             else:
                 ok = step <= tol
-            log_d = _log_add(log_c, x)
-            ginv = 1.0 / (1.0 + kappa * tl.exp(x - log_d))
-            r = tl.where(live, x + kappa * log_d + zeta - s, zero)
+            a, ginv, r = _evaluate(x, log_c, s, zeta, live, kappa, zero)
         # one per-key Newton step at the final zeta (from the last evaluation), then normalise;
         # x = log a <= 0 up to the step, so the exponentials need no shift
         x = x - r * ginv
@@ -274,11 +346,7 @@ def _forward_kernel(
         resid_max = tl.where(bound == bound, tl.maximum(resid_max, bound), inf)
         if not ok:
             all_ok = 0
-    out = stats_ptr + b * N_STATS
-    tl.store(out + STAT_ITERS, iters_max.to(stats_ptr.dtype.element_ty))
-    tl.store(out + STAT_RESID, resid_max.to(stats_ptr.dtype.element_ty))
-    tl.store(out + STAT_OK, all_ok.to(stats_ptr.dtype.element_ty))
-    tl.store(out + STAT_BAD, bad.to(stats_ptr.dtype.element_ty))
+    _store_stats(stats_ptr + b * N_STATS, iters_max, resid_max, all_ok, bad)
 
 
 @triton.jit
@@ -319,6 +387,20 @@ def _online_add(m, total, v, mask, zero):
     new0 = tl.where(new == -float("inf"), 0.0, new)
     total = total * tl.exp(m - new0) + tl.sum(tl.where(mask, tl.exp(v - new0), zero), axis=0)
     return new, total
+
+
+@triton.jit
+def _chunk(s_row, col, offs, m, rmax, zero):
+    """A chunk of a long row at keys ``offs``: ``(in the row, live, shifted scores, has mass,
+    log C)``, as ``_forward_kernel`` makes them for a whole row."""
+    mk = offs < m
+    raw = tl.load(s_row + offs, mask=mk, other=-float("inf"))
+    cc = tl.load(col + offs, mask=mk, other=0.0)
+    live = mk & (raw == raw) & (tl.abs(raw) < float("inf")) & (raw - rmax > -float("inf"))
+    s = tl.where(live, raw - rmax, zero)
+    old = live & (cc > 0.0)
+    log_c = tl.where(old, tl.log(tl.where(old, cc, zero + 1.0)), -float("inf"))
+    return mk, live, s, old, log_c
 
 
 @triton.jit
@@ -374,7 +456,7 @@ def _chunked_row(
         mq, sq = _online_add(mq, sq, q, old, zero)
         mf, sf = _online_add(mf, sf, raw, fresh, zero)
         mf2, se = _online_add(mf2, se, omr * raw, fresh, zero)
-    bad = tl.where(n_nan > 0, 1, tl.where(n_pinf > 0, 2, tl.where(n_fin == 0, 3, 0)))
+    bad = _invalid_code(n_nan, n_pinf, n_fin)
     rmax = tl.where(n_fin > 0, rmax, zs)
     s_abs = tl.where(n_fin > 0, tl.minimum(rmax - rmin, inf), zs)
     p_old = mq - rmax + tl.log(sq)
@@ -401,13 +483,7 @@ def _chunked_row(
         mdx = zs
         for c in range(0, m, BLOCK):
             offs = c + arange
-            mk = offs < m
-            raw = tl.load(s_row + offs, mask=mk, other=-float("inf"))
-            cc = tl.load(col + offs, mask=mk, other=0.0)
-            live = mk & (raw == raw) & (tl.abs(raw) < inf) & (raw - rmax > -inf)
-            s = tl.where(live, raw - rmax, zero)
-            old = live & (cc > 0.0)
-            log_c = tl.where(old, tl.log(tl.where(old, cc, zero + 1.0)), -inf)
+            mk, live, s, old, log_c = _chunk(s_row, col, offs, m, rmax, zero)
             ub = _upper_root(s - zeta, log_c, old, live, omr, kappa, zero)
             if it == 0:
                 x = ub
@@ -418,10 +494,7 @@ def _chunked_row(
                 ginv = tl.load(g_buf + offs, mask=mk, other=0.0)
                 x = tl.where(live, tl.minimum(xo - (r + dz) * ginv, ub), zero)
                 dx = x - xo
-            log_d = _log_add(log_c, x)
-            a = tl.where(live, tl.exp(x), zero)
-            ginv = 1.0 / (1.0 + kappa * tl.exp(x - log_d))
-            r = tl.where(live, x + kappa * log_d + zeta - s, zero)
+            a, ginv, r = _evaluate(x, log_c, s, zeta, live, kappa, zero)
             tl.store(x_buf + offs, x, mask=mk)
             tl.store(r_buf + offs, r, mask=mk)
             tl.store(g_buf + offs, ginv, mask=mk)
@@ -431,20 +504,7 @@ def _chunked_row(
             sagr += c_sagr
             sag += c_sag
             mdx = tl.maximum(mdx, c_mdx)
-        if it > 0:
-            prev = step
-            step = tl.maximum(mdx, tl.abs(dz))
-            bound = step
-            if (it > 1) & (step < 0.25 * prev) & (step < 0.0009765625):
-                bound = tl.minimum(bound, 4.0 * step * step * (step / (prev * prev)))
-            if bound <= 0.1 * tol:
-                done = 1
-            elif (step <= 16.0 * eps * (1.0 + tl.abs(zeta) + s_abs)) & (step >= 0.5 * prev):
-                done = 2
-            elif step != step:
-                done = 3
-        if (done == 0) & (it >= n_fast):
-            done = 3
+        done, step, bound = _after_pass(it, mdx, dz, step, bound, zeta, s_abs, tol, eps, n_fast)
         if done == 0:
             dz = (sa - 1.0 - sagr) / sag
             zeta = zeta + dz
@@ -508,29 +568,13 @@ def _chunked_safeguarded(
         su = zs
         for c in range(0, m, BLOCK):
             offs = c + arange
-            mk = offs < m
-            raw = tl.load(s_row + offs, mask=mk, other=-float("inf"))
-            cc = tl.load(col + offs, mask=mk, other=0.0)
-            live = mk & (raw == raw) & (tl.abs(raw) < inf) & (raw - rmax > -inf)
-            s = tl.where(live, raw - rmax, zero)
-            old = live & (cc > 0.0)
-            log_c = tl.where(old, tl.log(tl.where(old, cc, zero + 1.0)), -inf)
+            mk, live, s, old, log_c = _chunk(s_row, col, offs, m, rmax, zero)
             if it == 0:
                 x = _upper_root(s - zeta, log_c, old, live, omr, kappa, zero)
             else:
                 g_prev = tl.load(g_buf + offs, mask=mk, other=1.0)
                 x = tl.where(live, tl.load(x_buf + offs, mask=mk, other=0.0) - dz * g_prev, zero)
-            step_k = inf
-            last = inf
-            k = 0
-            while (k < 50) & (step_k > tol) & ((k < 2) | (step_k < last)):
-                log_d = _log_add(log_c, x)
-                dx = tl.where(live, (x + kappa * log_d + zeta - s)
-                              / (1.0 + kappa * tl.exp(x - log_d)), zero)
-                x = x - dx
-                last = step_k
-                step_k = tl.max(tl.abs(dx), axis=0)
-                k += 1
+            x, step_k = _keys_at_zeta(x, log_c, s, zeta, live, kappa, tol, zero)
             inner = tl.maximum(inner, step_k)
             log_d = _log_add(log_c, x)
             ginv = 1.0 / (1.0 + kappa * tl.exp(x - log_d))
@@ -548,20 +592,11 @@ def _chunked_safeguarded(
             x = tl.load(x_buf + offs, mask=mk, other=0.0)
             ginv = tl.load(g_buf + offs, mask=mk, other=0.0)
             slope += tl.sum(tl.where(live, tl.exp(x - u) * ginv, zero), axis=0)
-        b1 = zeta + u
-        b2 = zeta + u / omr
-        zlo = tl.maximum(zlo, tl.minimum(b1, b2))
-        zhi = tl.minimum(zhi, tl.maximum(b1, b2))
-        new = zeta + u / slope
-        if (new < zlo) | (new > zhi):
-            new = 0.5 * (zlo + zhi)
+        new, zlo, zhi = _bracketed_zeta(zeta, u, slope, zlo, zhi, omr)
         dz = new - zeta
         zeta = new
         bound = tl.maximum(tl.abs(dz), inner)
-        if (bound >= best) & (bound <= 1e3 * eps * (1.0 + tl.abs(zeta))):
-            stall += 1
-        else:
-            stall = 0
+        stall = _stall(bound, best, stall, zeta, eps)
         best = tl.minimum(best, bound)
         it += 1
     # x at the final zeta: the first-order shift of the last step
@@ -584,10 +619,7 @@ def _forward_chunked_kernel(
     the rows, each solved by ``_chunked_row``; ``col_ptr`` (``B x n``, zeros) holds the column
     masses and ``scratch_ptr`` (``B x 3 x n``) the row's iterate."""
     b = tl.program_id(0)
-    omr = tl.load(param_ptr + PARAM_OMR)
-    kappa = tl.load(param_ptr + PARAM_KAPPA)
-    tol = tl.load(param_ptr + PARAM_TOL)
-    eps = tl.load(param_ptr + PARAM_EPS)
+    omr, kappa, tol, eps = _params(param_ptr)
     col = col_ptr + b.to(tl.int64) * n
     scratch = scratch_ptr + b.to(tl.int64) * 3 * n
     iters_max = 0
@@ -605,11 +637,7 @@ def _forward_chunked_kernel(
         resid_max = tl.where(bound == bound, tl.maximum(resid_max, bound), resid_max + float("inf"))
         if not ok:
             all_ok = 0
-    out = stats_ptr + b * N_STATS
-    tl.store(out + STAT_ITERS, iters_max.to(stats_ptr.dtype.element_ty))
-    tl.store(out + STAT_RESID, resid_max.to(stats_ptr.dtype.element_ty))
-    tl.store(out + STAT_OK, all_ok.to(stats_ptr.dtype.element_ty))
-    tl.store(out + STAT_BAD, bad.to(stats_ptr.dtype.element_ty))
+    _store_stats(stats_ptr + b * N_STATS, iters_max, resid_max, all_ok, bad)
 
 
 @triton.jit
@@ -619,17 +647,11 @@ def _stream_row_kernel(
     BLOCK: tl.constexpr,
 ):
     """One row of the stream (``m`` keys): ``_chunked_row`` on the stream's column masses."""
-    omr = tl.load(param_ptr + PARAM_OMR)
-    kappa = tl.load(param_ptr + PARAM_KAPPA)
-    tol = tl.load(param_ptr + PARAM_TOL)
-    eps = tl.load(param_ptr + PARAM_EPS)
+    omr, kappa, tol, eps = _params(param_ptr)
     it, bound, ok, bad = _chunked_row(
         s_ptr, col_ptr, scratch_ptr, scratch_ptr + m, scratch_ptr + 2 * m, w_ptr, m,
         omr, kappa, tol, eps, max_iter, fast_steps, BLOCK)
-    tl.store(stats_ptr + STAT_ITERS, it.to(stats_ptr.dtype.element_ty))
-    tl.store(stats_ptr + STAT_RESID, bound.to(stats_ptr.dtype.element_ty))
-    tl.store(stats_ptr + STAT_OK, ok.to(stats_ptr.dtype.element_ty))
-    tl.store(stats_ptr + STAT_BAD, bad.to(stats_ptr.dtype.element_ty))
+    _store_stats(stats_ptr, it, bound, ok, bad)
 
 
 @triton.jit
