@@ -33,11 +33,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["INSTALL_HINT", "diagnose"]
+from priors.diagnose.config import INSTALL_HINT
 
-#: The install line that gives every option of the command its dependencies (safetensors,
-#: torch, transformers, matplotlib).
-INSTALL_HINT = "pip install 'causal-ot-priors[diagnose]'"
+__all__ = ["INSTALL_HINT", "diagnose"]
 
 
 def diagnose(path: str, **kwargs: Any) -> Any:

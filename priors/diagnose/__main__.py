@@ -29,7 +29,7 @@ from priors.cli import (
     real,
     run,
 )
-from priors.diagnose import INSTALL_HINT
+from priors.diagnose.config import INSTALL_HINT
 
 __all__ = ["main"]
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from priors.diagnose.config import boolean, number, section, string
-from priors.diagnose.families import HeadPrior, ModelPriors, head_count, uniform_class
+from priors.diagnose.heads import HeadPrior, ModelPriors, head_count, uniform_class
 from priors.encodings import ALiBi, NoPE, alibi_slopes
 
 __all__ = ["FALCON", "alibi_priors", "bfloat16_round", "bloom_slopes", "is_alibi",

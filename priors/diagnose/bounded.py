@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from priors.diagnose.config import boolean, integer, number
-from priors.diagnose.families import HeadPrior, ModelPriors, uniform_class
+from priors.diagnose.heads import HeadPrior, ModelPriors, uniform_class
 from priors.diagnose.layers import Layer, layer_plan
 from priors.diagnose.scaling import (
     Factor,

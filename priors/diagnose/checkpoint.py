@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from priors.diagnose.config import nonfinite_paths
+from priors.diagnose.config import INSTALL_HINT, nonfinite_paths
 
 __all__ = ["Checkpoint", "load_checkpoint"]
 
@@ -192,7 +192,6 @@ class Checkpoint:
             with safe_open(file, framework="numpy") as fh:
                 return np.asarray(fh.get_tensor(key))
         except ImportError as exc:
-            from priors.diagnose import INSTALL_HINT
 
             raise ValueError(
                 f"reading safetensors weights needs the safetensors package ({INSTALL_HINT})"
@@ -205,7 +204,6 @@ class Checkpoint:
             try:
                 import torch
             except ImportError as exc:
-                from priors.diagnose import INSTALL_HINT
 
                 raise ValueError(
                     f"{file!r} is a PyTorch checkpoint: reading it needs torch "

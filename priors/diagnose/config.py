@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 __all__ = [
+    "INSTALL_HINT",
     "MAX_LAYERS",
     "boolean",
     "first_present",
@@ -37,6 +38,9 @@ __all__ = [
 
 #: Largest layer/head count read from a config (real models have at most a few hundred).
 MAX_LAYERS = 2**16
+#: The install line that gives every option of the command its dependencies (safetensors,
+#: torch, transformers, matplotlib).
+INSTALL_HINT = "pip install 'causal-ot-priors[diagnose]'"
 _JSON_NAMES = {dict: "a JSON object", list: "a list", str: "a string", bool: "a boolean",
                int: "a number", float: "a number", type(None): "null"}
 

@@ -25,9 +25,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from priors.diagnose import INSTALL_HINT
 from priors.diagnose.checks import RowPrior, check_layer, row_prior
-from priors.diagnose.families import T5_FAMILIES, HeadPrior, ModelPriors
+from priors.diagnose.config import INSTALL_HINT
+from priors.diagnose.families import T5_FAMILIES
+from priors.diagnose.heads import HeadPrior, ModelPriors
 from priors.diagnose.measurement import Measurement
 
 __all__ = ["measure"]

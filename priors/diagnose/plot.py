@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from priors.diagnose.families import layer_ranges
+from priors.diagnose.heads import layer_ranges
 
 __all__ = ["MAX_CURVES", "Curve", "draw", "plot_curves"]
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import mpmath
 
-from priors.diagnose.families import HeadPrior, ModelPriors
+from priors.diagnose.heads import HeadPrior, ModelPriors
 from priors.mass import masses
 from priors.validation import as_count
 

@@ -42,7 +42,7 @@ import numpy as np
 from priors.classify import Classification
 from priors.diagnose.checkpoint import Checkpoint
 from priors.diagnose.config import integer, string
-from priors.diagnose.families import HeadPrior, ModelPriors
+from priors.diagnose.heads import HeadPrior, ModelPriors
 from priors.diagnose.windowed import SlidingWindow
 from priors.encodings import T5Buckets
 
