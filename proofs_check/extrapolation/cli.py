@@ -1,66 +1,49 @@
 """``python -m proofs_check.extrapolation``: train, evaluate, write results (and fig7).
 
-Bad input: one line on stderr, exit status 2 (the pattern of ``priors.mass``). Progress
-goes to stderr, the table (or ``--json``) to stdout; the results file is written
+The command-line contract of ``priors.cli``: bad input is one line
+``python -m proofs_check.extrapolation: error: MESSAGE`` on stderr and exit status 2; a
+reader that goes away ends the command quietly; a full disk is one line and status 1.
+Progress goes to stderr, the table (or ``--json``) to stdout; the results file is written
 atomically to ``--out``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+
+from priors.cli import Parser, UsageError, argtype, count, echo, emit, run
 
 __all__ = ["main"]
 
 PROG = "python -m proofs_check.extrapolation"
 
-
-class _BadInput(Exception):
-    pass
+_positive = argtype(lambda t: count(t, minimum=1, maximum=10**9))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
-        raise _BadInput(message)
+def _variants(text: str) -> tuple:
+    from proofs_check.extrapolation.variants import parse_variants
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
-
-
-def _names(text: str) -> tuple[str, ...]:
-    out = tuple(t.strip() for t in text.split(",") if t.strip())
-    if not out:
-        raise argparse.ArgumentTypeError(f"empty list: {text!r}")
-    return out
+    return parse_variants(t.strip() for t in text.split(",") if t.strip())
 
 
 def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        out = tuple(int(t) for t in _names(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"seeds must be integers: {text!r}") from exc
-    if any(s < 0 for s in out) or len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"seeds must be distinct and >= 0: {text!r}")
+    out = tuple(count(t.strip(), maximum=2**31) for t in text.split(",") if t.strip())
+    if not out:
+        raise ValueError(f"empty list: {echo(text)}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"seeds must be distinct: {echo(text)}")
     return out
 
 
-def _parser() -> _Parser:
-    p = _Parser(prog=PROG, description="Length-extrapolation experiment: does the prior's "
-                "class (docs/theory.md §5, §7) predict how a trained model extrapolates?")
-    p.add_argument("--quick", action="store_true", help="the ~10-minute preset")
-    p.add_argument("--variants", type=_names, help="comma-separated variant names "
-                   "(default: the preset's)")
-    p.add_argument("--seeds", type=_seeds, help="comma-separated seeds (default 0,1,2)")
+def _parser() -> Parser:
+    p = Parser(prog=PROG, description="Length-extrapolation experiment: does the prior "
+               "(docs/theory.md §5, §7) predict how a trained model extrapolates?")
+    p.add_argument("--quick", action="store_true", help="the quick preset")
+    p.add_argument("--variants", type=argtype(_variants), help="comma-separated variant "
+                   "names (default: the preset's)")
+    p.add_argument("--seeds", type=argtype(_seeds), help="comma-separated seeds")
     p.add_argument("--steps", type=_positive, help="training steps per run")
     p.add_argument("--windows", type=_positive, help="held-out windows (paired design)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
@@ -79,17 +62,29 @@ def _parser() -> _Parser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 on bad input, one line on stderr)."""
+def _device(text: str) -> str:
+    import torch
+
+    try:
+        dev = torch.device(text)
+    except RuntimeError as exc:
+        raise UsageError(f"--device: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available")
+    return str(dev)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
     import torch
 
     from proofs_check.extrapolation.experiment import (
         FULL,
         QUICK,
-        ExperimentInputError,
         run_experiment,
         with_overrides,
     )
+    from proofs_check.extrapolation.predictions import check_predictions
     from proofs_check.extrapolation.results import (
         format_details,
         format_table,
@@ -97,29 +92,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     try:
-        args = _parser().parse_args(argv)
         cfg = with_overrides(QUICK if args.quick else FULL, variants=args.variants,
                              seeds=args.seeds, steps=args.steps, n_windows=args.windows)
-        try:
-            dev = torch.device(args.device)
-        except RuntimeError as exc:
-            raise ValueError(f"--device: {exc}") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda: no CUDA device is available")
-    except (_BadInput, ValueError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    device = _device(args.device)
     torch.set_num_threads(args.threads)
-    try:
-        results = run_experiment(cfg, device=str(dev), cache_dir=args.cache_dir,
-                                 corpus_root=args.corpus_root, jobs=args.jobs,
-                                 cached_only=args.cached_only)
-    except ExperimentInputError as exc:  # e.g. a corpus root without enough held-out bytes
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    from proofs_check.extrapolation.predictions import check_predictions
-
-    results["predictions"] = [asdict(p) for p in check_predictions(results)]
+    results = run_experiment(cfg, device=device, cache_dir=args.cache_dir,
+                             corpus_root=args.corpus_root, jobs=args.jobs,
+                             cached_only=args.cached_only)
+    predictions = check_predictions(results)
+    results["predictions"] = [asdict(p) for p in predictions]
     if args.out:
         write_json_atomic(results, args.out)
     if args.figure:
@@ -127,12 +110,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         fig7(results, args.figure)
     if args.json:
-        print(json.dumps(results, indent=1))
-    else:
-        print(format_table(results))
-        if args.details:
-            print(format_details(results))
-        print("predictions (docs/theory.md §5, §7; margins 3 se, see predictions.py):")
-        for p in check_predictions(results):
-            print("  " + p.line())
+        emit(json.dumps(results, indent=1))
+        return 0
+    emit(format_table(results))
+    if args.details:
+        emit(format_details(results))
+    emit("predictions (docs/theory.md §5, §7; margins 3 se, see predictions.py):")
+    for p in predictions:
+        emit("  " + p.line())
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 on bad input, one line on stderr)."""
+    from proofs_check.extrapolation.experiment import ExperimentInputError
+
+    return run(PROG, _main, argv, bad_input=(UsageError, ExperimentInputError))

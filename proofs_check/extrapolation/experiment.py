@@ -21,13 +21,14 @@ import torch
 from priors.encodings import LogDistance
 from proofs_check.extrapolation.data import default_cache_dir, heldout_windows, load_corpus
 from proofs_check.extrapolation.evaluate import evaluate_model
-from proofs_check.extrapolation.model import ModelConfig, resolve_exponent
+from proofs_check.extrapolation.model import ModelConfig
 from proofs_check.extrapolation.results import summarize_variant, write_json_atomic
 from proofs_check.extrapolation.train import TrainConfig, run_key, train
 from proofs_check.extrapolation.variants import (
     DEFAULT_VARIANTS,
     QUICK_VARIANTS,
-    parse_variant,
+    Variant,
+    parse_variants,
 )
 
 __all__ = ["FULL", "QUICK", "ExperimentConfig", "ExperimentInputError", "run_experiment"]
@@ -42,7 +43,7 @@ class ExperimentConfig:
     """Everything that fixes the numbers of one experiment."""
 
     preset: str
-    variants: tuple[str, ...]
+    variants: tuple[Variant, ...]
     seeds: tuple[int, ...]
     train_length: int
     window: int
@@ -59,9 +60,8 @@ class ExperimentConfig:
     heldout_fraction: float = 0.05
 
     def __post_init__(self) -> None:
-        for v in self.variants:
-            parse_variant(v)
-        if not self.seeds or not self.variants:
+        object.__setattr__(self, "variants", parse_variants(self.variants))
+        if not self.seeds:
             raise ValueError("seeds and variants must not be empty")
         if list(self.lengths) != sorted(set(self.lengths)) or self.lengths[0] != self.train_length:
             raise ValueError(
@@ -94,23 +94,23 @@ FULL = ExperimentConfig(
 )
 
 
-def _model_config(cfg: ExperimentConfig, variant: str) -> ModelConfig:
-    exponent = resolve_exponent(parse_variant(variant), cfg.window, cfg.lengths[-1])
+def _model_config(cfg: ExperimentConfig, variant: Variant) -> ModelConfig:
+    exponent = variant.exponent(cfg.window, cfg.lengths[-1])
     return ModelConfig(variant, cfg.d_model, cfg.n_layers, cfg.n_heads, exponent=exponent)
 
 
-def _run_dir(cfg: ExperimentConfig, name: str, seed: int, cache: Path, fp: str) -> tuple:
-    mcfg = _model_config(cfg, name)
+def _run_dir(cfg: ExperimentConfig, variant: Variant, seed: int, cache: Path, fp: str) -> tuple:
+    mcfg = _model_config(cfg, variant)
     tcfg = TrainConfig(
         steps=cfg.steps, batch=cfg.batch, seq_len=cfg.train_length, lr=cfg.lr,
         warmup=cfg.warmup, seed=seed, ckpt_every=cfg.ckpt_every,
     )
     key = run_key(mcfg, tcfg, fp)
-    return mcfg, tcfg, key, cache / "runs" / f"{name}-seed{seed}-{key}"
+    return mcfg, tcfg, key, cache / "runs" / f"{variant.name}-seed{seed}-{key}"
 
 
 def _run_one(
-    cfg: ExperimentConfig, name: str, seed: int, device: str, cache: Path,
+    cfg: ExperimentConfig, variant: Variant, seed: int, device: str, cache: Path,
     corpus_root: str | Path | None, threads: int | None, log: TextIO | str | None,
 ) -> dict[str, Any]:
     """Train (or resume) and evaluate one (variant, seed); cache and return its eval."""
@@ -121,12 +121,12 @@ def _run_one(
     corpus = load_corpus(heldout_fraction=cfg.heldout_fraction, cache_dir=cache,
                          root=corpus_root)
     windows = heldout_windows(corpus.heldout, cfg.lengths[-1], cfg.n_windows)
-    mcfg, tcfg, key, run_dir = _run_dir(cfg, name, seed, cache, corpus.fingerprint)
+    mcfg, tcfg, key, run_dir = _run_dir(cfg, variant, seed, cache, corpus.fingerprint)
     eval_path = run_dir / "eval.json"
     if eval_path.is_file():
         return json.loads(eval_path.read_text())
     if log is not None:
-        print(f"training {name} seed {seed} -> {run_dir}", file=log, flush=True)
+        print(f"training {variant.name} seed {seed} -> {run_dir}", file=log, flush=True)
     dev = torch.device(device)
     t_run = time.time()
     model, info = train(mcfg, tcfg, corpus.train, ckpt_path=run_dir / "ckpt.pt",
@@ -174,13 +174,13 @@ def run_experiment(
     except ValueError as exc:
         raise ExperimentInputError(f"corpus: {exc}") from None
     t0 = time.time()
-    todo = [(name, seed) for name in cfg.variants for seed in cfg.seeds]
-    done: dict[tuple[str, int], dict[str, Any]] = {}
+    todo = [(v, seed) for v in cfg.variants for seed in cfg.seeds]
+    done: dict[tuple[Variant, int], dict[str, Any]] = {}
     if cached_only:
-        for name, seed in todo:
-            path = _run_dir(cfg, name, seed, cache, corpus.fingerprint)[3] / "eval.json"
+        for v, seed in todo:
+            path = _run_dir(cfg, v, seed, cache, corpus.fingerprint)[3] / "eval.json"
             if path.is_file():
-                done[(name, seed)] = json.loads(path.read_text())
+                done[(v, seed)] = json.loads(path.read_text())
     elif jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -197,13 +197,12 @@ def run_experiment(
         done = {job: _run_one(cfg, *job, str(dev), cache, corpus_root, None, log)
                 for job in todo}
     variants: dict[str, Any] = {}
-    for name in cfg.variants:
-        mcfg = _model_config(cfg, name)
-        seeds = [seed for seed in cfg.seeds if (name, seed) in done]
+    for v in cfg.variants:
+        mcfg = _model_config(cfg, v)
+        seeds = [seed for seed in cfg.seeds if (v, seed) in done]
         if not seeds:
             continue
-        evals = [done[(name, seed)] for seed in seeds]
-        v = parse_variant(name)
+        evals = [done[(v, seed)] for seed in seeds]
         summary = summarize_variant(evals, tol=v.value if v.kind == "margin" else None)
         summary["seed_list"] = seeds
         if mcfg.exponent is not None:
@@ -212,10 +211,10 @@ def run_experiment(
             summary["margin_growth_exact"] = float(
                 LogDistance(mcfg.exponent).distant_mass(cfg.window, cfg.lengths[-1])
             )
-        variants[name] = summary
+        variants[v.name] = summary
     return {
         "experiment": "length extrapolation; docs/extrapolation.md",
-        "config": {**asdict(cfg), "train_length": cfg.train_length},
+        "config": {**asdict(cfg), "variants": [v.name for v in cfg.variants]},
         "device": str(dev),
         "dtype": "float32 (model), float64 (masses and sums)",
         "torch": torch.__version__,

@@ -17,7 +17,7 @@ import torch
 
 from priors.encodings import ALiBi, KerpleLog, LogDistance, NoPE
 from proofs_check.extrapolation.evaluate import bracket, evaluate_model, prior_masses
-from proofs_check.extrapolation.model import ByteTransformer, ModelConfig, resolve_exponent
+from proofs_check.extrapolation.model import ByteTransformer, ModelConfig
 from proofs_check.extrapolation.train import TrainConfig, batch_at, lr_at, train
 from proofs_check.extrapolation.variants import (
     DEFAULT_VARIANTS,
@@ -39,9 +39,9 @@ def _one_thread():
 
 
 def tiny(variant: str, **kw) -> ByteTransformer:
-    exponent = resolve_exponent(parse_variant(variant), 8, 256)
+    v = parse_variant(variant)
     torch.manual_seed(kw.pop("seed", 0))
-    return ByteTransformer(ModelConfig(variant, exponent=exponent, **{**TINY, **kw}))
+    return ByteTransformer(ModelConfig(v, exponent=v.exponent(8, 256), **{**TINY, **kw}))
 
 
 def zero_attention_scores(model: ByteTransformer) -> None:
@@ -86,9 +86,10 @@ def test_alibi_and_log_distance_biases_match_closed_forms():
 
 def test_margin_exponent_is_the_theory_reference():
     # docs/theory.md §7 table: W = 64, L1 = 4096, tau = 0.1 -> delta* = 0.4589094374 (10 digits)
-    alpha = resolve_exponent(parse_variant("margin-0.1"), 64, 4096)
+    variant = parse_variant("margin-0.1")
+    alpha = variant.exponent(64, 4096)
     assert abs(alpha - 1.4589094374) < 1e-9
-    model = ByteTransformer(ModelConfig("margin-0.1", exponent=alpha, **TINY))
+    model = ByteTransformer(ModelConfig(variant, exponent=alpha, **TINY))
     b = _model_bias(model, 20)
     np.testing.assert_allclose(b[1][5, :6], -alpha * np.log1p(np.arange(5, -1, -1)), rtol=1e-14)
 
@@ -225,7 +226,7 @@ def test_prior_masses_tail_and_window():
 
 def test_resume_from_checkpoint_equals_uninterrupted(tmp_path):
     stream = np.random.default_rng(1).integers(0, 256, 4000).astype(np.uint8)
-    mcfg = ModelConfig("kerple-log", **TINY)
+    mcfg = ModelConfig(parse_variant("kerple-log"), **TINY)
     tcfg = TrainConfig(steps=6, batch=4, seq_len=16, warmup=2, seed=5, ckpt_every=2)
     full, info_full = train(mcfg, tcfg, stream, log=None)
     ckpt = tmp_path / "run" / "ckpt.pt"

@@ -180,7 +180,7 @@ def test_write_json_atomic_leaves_no_partial_file(tmp_path):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["--seeds", "x"], "seeds must be integers"),
+        (["--seeds", "x"], "not an integer"),
         (["--seeds", "1,1"], "distinct"),
         (["--variants", "bogus"], "variant must be one of"),
         (["--steps", "0"], "must be >= 1"),
