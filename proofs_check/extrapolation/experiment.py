@@ -136,6 +136,7 @@ def _run_one(
                         score_bytes=cfg.train_length, device=dev)
     tail = info["losses"][-50:]  # last 50 training losses, nats -> bits per byte
     ev["final_train_bpb"] = sum(tail) / len(tail) / math.log(2)
+    run_dir.mkdir(parents=True, exist_ok=True)
     ev["seconds"] = {"train": round(t_eval - t_run, 1),
                      "evaluate": round(time.time() - t_eval, 1),
                      "resumed": info["resumed"]}

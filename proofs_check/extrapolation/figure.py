@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from proofs_check.extrapolation.results import replace_regular_file
 
 __all__ = ["fig7", "fig7_data", "load_results", "plot_fig7"]
 
@@ -93,5 +96,14 @@ def fig7(results: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     fig.suptitle(f"Length extrapolation ({data['preset']} run, {n_seeds} "
                  f"seed{'s' if n_seeds != 1 else ''})")
     out = Path(path)
-    fig.savefig(out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".fig7-", suffix=out.suffix)
+    os.close(fd)
+    try:
+        fig.savefig(tmp)
+        os.chmod(tmp, 0o644)
+        replace_regular_file(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     return out

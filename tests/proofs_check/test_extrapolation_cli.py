@@ -9,6 +9,8 @@ test in ``test_extrapolation_slow.py``.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +196,80 @@ def test_bad_input_is_one_line_and_exit_2(argv, match, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("python -m proofs_check.extrapolation: error")
     assert match in err
+
+
+def _refused_before_work(argv, tmp_path, capsys, match):
+    """``main(argv)`` exits 2 with one line naming the problem and has done no work: the
+    cache directory it was given was never created."""
+    cache = tmp_path / "never-created"
+    assert main([*argv, "--cache-dir", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m proofs_check.extrapolation: error")
+    assert match in err, err
+    assert not cache.exists()
+
+
+@pytest.mark.parametrize(
+    "option, value, match",
+    [
+        ("--figure", "fig.xyz", "must end in .png, .pdf, .svg"),
+        ("--figure", "", "the path is empty"),
+        ("--out", "", "the path is empty"),
+        ("--out", "missing-dir/r.json", "does not exist"),
+        ("--out", ".", "is a directory"),
+        ("--out", "/proc/r.json", "cannot write in"),  # not writable, even by root
+        ("--device", "meta", "must be cpu or cuda"),
+    ],
+)
+def test_bad_output_or_device_is_refused_before_any_work(option, value, match, tmp_path,
+                                                         capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _refused_before_work(["--quick", option, value], tmp_path, capsys, match)
+
+
+def test_cache_dir_naming_a_file_is_refused(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert main(["--quick", "--cache-dir", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a directory" in err
+    assert blocker.read_text() == "x"
+
+
+def _special_files(tmp_path):
+    """A FIFO, a dangling link and (where mknod is permitted) a character device made
+    here, so that a failing check could only ever replace these."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "nowhere")
+    out = [(fifo, stat.S_ISFIFO), (link, stat.S_ISLNK)]
+    try:
+        dev = tmp_path / "null-device"
+        os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        out.append((dev, stat.S_ISCHR))
+    except PermissionError:  # not root: the FIFO and the link still cover the check
+        pass
+    return out
+
+
+@pytest.mark.parametrize("option", ["--out", "--figure"])
+def test_special_files_are_never_replaced(option, tmp_path, capsys):
+    for path, is_kind in _special_files(tmp_path):
+        target = str(path) + ("" if option == "--out" or path.suffix else ".png")
+        if target != str(path):
+            os.rename(path, target)
+        _refused_before_work(["--quick", option, target], tmp_path, capsys, "name a regular file")
+        assert is_kind(os.lstat(target).st_mode)
+
+
+def test_atomic_writer_refuses_to_replace_a_fifo(tmp_path):
+    fifo = tmp_path / "r.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        write_json_atomic({"a": 1}, fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
 def test_end_to_end_tiny_run_on_cpu(corpus_root, tmp_path, capsys):
