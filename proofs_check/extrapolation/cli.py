@@ -10,12 +10,20 @@ atomically to ``--out``.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from priors.cli import Parser, UsageError, argtype, check_writable_dir, count, echo, emit, run
+from priors.cli import (
+    Parser,
+    UsageError,
+    argtype,
+    check_output_dir,
+    check_output_file,
+    count,
+    echo,
+    emit,
+    run,
+)
 
 __all__ = ["main"]
 
@@ -64,10 +72,6 @@ def _parser() -> Parser:
     return p
 
 
-#: Figure formats fig7 is written in (the suffix of ``--figure``).
-FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
-
-
 def _device(text: str) -> str:
     """``cpu`` or an available ``cuda[:i]``; anything else is bad input."""
     import torch
@@ -85,43 +89,6 @@ def _device(text: str) -> str:
             raise UsageError(f"--device: no CUDA device {dev.index} "
                              f"({torch.cuda.device_count()} available)")
     return str(dev)
-
-
-def check_output_file(path: str, option: str, suffixes: tuple[str, ...] = ()) -> None:
-    """``UsageError`` unless ``path`` can be written as a regular file: not empty, a suffix
-    of ``suffixes`` (when given), not an existing non-regular file (a directory, device,
-    FIFO, socket or dangling link), in an existing directory where files can be created."""
-    if not path:
-        raise UsageError(f"{option}: the path is empty")
-    if suffixes and os.path.splitext(path)[1].lower() not in suffixes:
-        raise UsageError(f"{option}: {echo(path)} must end in {', '.join(suffixes)}")
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise UsageError(f"{option}: cannot use {echo(path)}: {exc.strerror}") from None
-    if mode is not None and not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "a link" if stat.S_ISLNK(mode) else (
-            "not a regular file")
-        raise UsageError(f"{option}: {echo(path)} is {kind}; name a regular file")
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        raise UsageError(f"{option}: the directory {echo(directory)} does not exist")
-    check_writable_dir(directory, option)
-
-
-def check_cache_dir(path: str, option: str = "--cache-dir") -> None:
-    """``UsageError`` unless ``path`` is a writable directory or can be created as one (its
-    nearest existing ancestor is a writable directory)."""
-    if not path:
-        raise UsageError(f"{option}: the path is empty")
-    probe = os.path.abspath(path)
-    while not os.path.lexists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        raise UsageError(f"{option}: {echo(probe)} is not a directory")
-    check_writable_dir(probe, option)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -150,9 +117,11 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.out is not None:
         check_output_file(args.out, "--out")
     if args.figure is not None:
-        check_output_file(args.figure, "--figure", FIGURE_SUFFIXES)
+        from proofs_check.extrapolation.figure import FIGURE_SUFFIXES
+
+        check_output_file(args.figure, "--figure", suffixes=FIGURE_SUFFIXES)
     if args.cache_dir is not None:
-        check_cache_dir(args.cache_dir)
+        check_output_dir(args.cache_dir, "--cache-dir")
     torch.set_num_threads(args.threads)
     results = run_experiment(cfg, device=device, cache_dir=args.cache_dir,
                              corpus_root=args.corpus_root, jobs=args.jobs,
@@ -160,11 +129,11 @@ def _main(argv: Sequence[str] | None) -> int:
     predictions = check_predictions(results)
     results["predictions"] = [asdict(p) for p in predictions]
     if args.out is not None:
-        write_json_atomic(results, args.out)
+        write_json_atomic(results, args.out, "--out")
     if args.figure is not None:
         from proofs_check.extrapolation.figure import fig7
 
-        fig7(results, args.figure)
+        fig7(results, args.figure, "--figure")
     if args.json:
         emit(json.dumps(results, indent=1))
         return 0

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from proofs_check.extrapolation.results import replace_regular_file
+from priors.cli import atomic_output
 
-__all__ = ["fig7", "fig7_data", "load_results", "plot_fig7"]
+__all__ = ["FIGURE_SUFFIXES", "fig7", "fig7_data", "load_results", "plot_fig7"]
+
+#: Formats fig7 is written in (the suffix of the path).
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 _KEYS = ("length", "change", "se", "window_mass", "exact_window_mass")
 
@@ -83,8 +85,9 @@ def plot_fig7(data: Mapping[str, Any], fig: Any) -> None:
                fontsize=6, frameon=False)
 
 
-def fig7(results: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Draw fig7 from a results dict to ``path`` (format from the suffix); return it."""
+def fig7(results: Mapping[str, Any], path: str | os.PathLike[str], name: str = "path") -> Path:
+    """Draw fig7 from a results dict to ``path`` (format from the suffix, one of
+    ``FIGURE_SUFFIXES``), atomically and only over a regular file; return it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -95,15 +98,6 @@ def fig7(results: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     n_seeds = len(data["seeds"])
     fig.suptitle(f"Length extrapolation ({data['preset']} run, {n_seeds} "
                  f"seed{'s' if n_seeds != 1 else ''})")
-    out = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".fig7-", suffix=out.suffix)
-    os.close(fd)
-    try:
+    with atomic_output(os.fspath(path), name, suffixes=FIGURE_SUFFIXES) as tmp:
         fig.savefig(tmp)
-        os.chmod(tmp, 0o644)
-        replace_regular_file(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return out
+    return Path(path)

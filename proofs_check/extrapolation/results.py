@@ -15,9 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +22,6 @@ import numpy as np
 __all__ = [
     "format_details",
     "format_table",
-    "replace_regular_file",
     "summarize_variant",
     "write_json_atomic",
 ]
@@ -95,33 +91,13 @@ def summarize_variant(evals: list[dict[str, Any]], *, tol: float | None = None) 
     return out
 
 
-def replace_regular_file(tmp: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
-    """``os.replace(tmp, path)`` when ``path`` is absent or a regular file; otherwise
-    ``ValueError`` naming it (a device, FIFO, directory or link is never replaced)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        raise ValueError(f"{str(path)!r} exists and is not a regular file; not replaced")
-    os.replace(tmp, path)
+def write_json_atomic(obj: Any, path: str | os.PathLike[str], name: str = "path") -> None:
+    """Write ``obj`` as JSON (sorted keys, one-space indent) to ``path`` atomically, only
+    ever over a regular file (``priors.cli.write_atomic``; ``name``: the argument named
+    in a refusal)."""
+    from priors.cli import write_atomic
 
-
-def write_json_atomic(obj: Any, path: str | os.PathLike[str]) -> None:
-    """Write ``obj`` as JSON to ``path`` (in an existing directory) through a temporary
-    file and :func:`replace_regular_file`."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a results file is for everyone to read
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-        replace_regular_file(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(os.fspath(path), json.dumps(obj, indent=1, sort_keys=True) + "\n", name)
 
 
 def format_table(results: dict[str, Any]) -> str:
