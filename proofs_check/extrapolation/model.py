@@ -177,7 +177,9 @@ class Attention(nn.Module):
         elif bias is None:  # softmax(s) on j <= l
             y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
         else:  # softmax(s + b); b is -inf above the diagonal
-            y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+            # a 4-D mask: CPU SDPA takes a much slower path for a 3-D (H, n, n) one
+            y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias[None],
+                                                           scale=scale)
         y = y.transpose(1, 2).reshape(bsz, n, dm)  # (B, n, dm)
         rec = None
         if record_rows:

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from priors.encodings import ALiBi, KerpleLog, LogDistance, NoPE
-from proofs_check.extrapolation.evaluate import bracket, evaluate_model, prior_masses
+from proofs_check.extrapolation.evaluate import bracket, prior_masses
 from proofs_check.extrapolation.model import ByteTransformer, ModelConfig
 from proofs_check.extrapolation.train import TrainConfig, batch_at, lr_at, train
 from proofs_check.extrapolation.variants import (
