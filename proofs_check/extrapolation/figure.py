@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from priors.cli import atomic_output
+from proofs_check.extrapolation.variants import parse_variant
 
 __all__ = [
     "FIGURE_SUFFIXES",
@@ -132,8 +133,9 @@ def fig7_data(results: Mapping[str, Any], loss_model: Mapping[str, Any] | None =
                 "label": plain_label(name, v.get("alpha")),
                 "family": family(name),
                 "colour": variant_colour(name),
-                "role": ("fitted" if name in fitted else "held out" if source == "heldout"
-                         or loss_model else "in sample"),
+                "role": ("held out" if source == "heldout" else "fitted" if name in fitted
+                         else "in sample"),
+                "domain": parse_variant(name).fixed_bias,
                 "class": "/".join(v["classes"]),
                 "length": [e["length"] for e in v["per_length"]],
                 "window_mass": [e["window_mass"] for e in v["per_length"]],
@@ -169,91 +171,109 @@ def fig7_caption(data: Mapping[str, Any]) -> str:
 
 
 def plot_fig7(data: Mapping[str, Any], fig: Any) -> None:
-    """Draw fig7 from :func:`fig7_data` into the matplotlib ``Figure`` ``fig``."""
+    """Draw fig7 from :func:`fig7_data` into the matplotlib ``Figure`` ``fig``: on a narrow
+    figure (a paper column) the panels are stacked, (a) on top, the four window-mass
+    panels in a 2 x 2 block, (c) below; on a wide one (a) and (c) share the top row. One
+    legend below the panels names every variant in plain words."""
     narrow = fig.get_figwidth() < 6
-    grid = fig.add_gridspec(3, 4) if narrow else fig.add_gridspec(2, 4)
-    ax_loss = fig.add_subplot(grid[0, :]) if narrow else fig.add_subplot(grid[0, :3])
-    ax_probe = fig.add_subplot(grid[2, :]) if narrow else fig.add_subplot(grid[0, 3])
-    row = 1
-    ax_mass = [fig.add_subplot(grid[row, k]) for k in range(4)]
-    _plot_loss(data, ax_loss)
-    _plot_masses(data, ax_mass)
-    _plot_probe(data, ax_probe)
+    if narrow:
+        grid = fig.add_gridspec(4, 2, height_ratios=[1.5, 1, 1, 1.1])
+        top, probe = grid[0, :], grid[3, :]
+        mass = [grid[1, 0], grid[1, 1], grid[2, 0], grid[2, 1]]
+    else:
+        grid = fig.add_gridspec(2, 4, height_ratios=[1.3, 1])
+        top, probe = grid[0, :3], grid[0, 3]
+        mass = [grid[1, k] for k in range(4)]
+    inner = top.subgridspec(1, 2, width_ratios=[4, 1], wspace=0.05)
+    _plot_loss(data, fig.add_subplot(inner[0, 0]), fig.add_subplot(inner[0, 1]))
+    _plot_masses(data, [fig.add_subplot(m) for m in mass])
+    _plot_probe(data, fig.add_subplot(probe))
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=d["colour"], marker="o", ms=3, lw=1, label=d["label"])
+               for d in data["variants"].values()]
+    handles += [
+        Line2D([], [], color="0.3", marker="o", ls="none", ms=3, label="fitted on (in sample)"),
+        Line2D([], [], color="0.3", marker="s", mfc="white", ls="none", ms=3,
+               label="held out (registered before training)"),
+        Line2D([], [], color="0.3", ls="--", lw=0.7, label="exact prior (window mass)"),
+        Line2D([], [], color="0.3", ls=":", lw=0.7, label="prior distant mass at d"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2 if narrow else 5,
+               fontsize=4.5 if narrow else 6, frameon=False)
 
 
-def _plot_loss(data: Mapping[str, Any], ax: Any) -> None:
-    inside = {n: d for n, d in data["variants"].items() if d["dilution"] is not None
-              and d["family"] in ("log-distance", "ALiBi", "KERPLE / T5")
-              and "learned" not in d["label"]}
-    outside = {n: d for n, d in data["variants"].items() if n not in inside}
-    lam_max = max([d["dilution"] for d in inside.values()] + [0.1])
+def _errorbar(ax: Any, x: float, d: Mapping[str, Any], marker: str, filled: bool) -> None:
+    lo, hi = d["ci95"]
+    ax.errorbar(x, d["change"], yerr=[[d["change"] - lo], [hi - d["change"]]], fmt=marker,
+                ms=3, color=d["colour"], mfc=d["colour"] if filled else "white", capsize=1.5,
+                lw=0.8)
+
+
+def _plot_loss(data: Mapping[str, Any], ax: Any, strip: Any) -> None:
+    inside = [d for d in data["variants"].values() if d["domain"]]
+    outside = [d for d in data["variants"].values() if not d["domain"]]
+    lam_max = max([d["dilution"] for d in inside] + [0.1])
     model = data.get("loss_model")
     if model:
         from proofs_check.extrapolation.lossmodel import LossModel
 
         lm = LossModel.from_dict(model)
         grid = np.linspace(0, lam_max * 1.05, 200)
-        mean = np.array([lm.predict(x)[0] for x in grid])
         band = np.array([lm.interval(x) for x in grid])
-        ax.fill_between(grid, band[:, 0], band[:, 1], color="0.85", lw=0)
-        ax.plot(grid, mean, color="0.3", lw=1, label="loss model (fitted), 90% band")
-    for d in inside.values():
-        filled = d["role"] != "held out"
-        lo, hi = d["ci95"]
-        ax.errorbar(d["dilution"], d["change"], yerr=[[d["change"] - lo], [hi - d["change"]]],
-                    fmt="o" if filled else "s", ms=4, color=d["colour"],
-                    mfc=d["colour"] if filled else "white", capsize=2, lw=1)
-        ax.annotate(d["label"], (d["dilution"], d["change"]), fontsize=5,
-                    xytext=(3, 2), textcoords="offset points")
-    x0 = lam_max * 1.15
-    for k, d in enumerate(outside.values()):
-        x = x0 + 0.06 * lam_max * k
-        lo, hi = d["ci95"]
-        ax.errorbar(x, d["change"], yerr=[[d["change"] - lo], [hi - d["change"]]], fmt="D",
-                    ms=3, color=d["colour"], capsize=2, lw=1)
-        ax.annotate(d["label"], (x, d["change"]), fontsize=5, rotation=60,
-                    xytext=(2, 2), textcoords="offset points")
-    if outside:
-        ax.axvline(lam_max * 1.1, color="0.6", lw=0.5, ls=":")
+        ax.fill_between(grid, band[:, 0], band[:, 1], color="0.88", lw=0)
+        ax.plot(grid, [lm.predict(x)[0] for x in grid], color="0.35", lw=0.8)
+    for d in inside:
+        held = d["role"] == "held out"
+        _errorbar(ax, d["dilution"], d, "s" if held else "o", not held)
     ax.axhline(0.0, color="0.4", lw=0.5)
-    ax.set_xlabel("dilution of the least-diluted head, $\\Lambda$ (nats; right of the "
-                  "dotted line: outside the model's domain)")
+    ax.set_xlabel("dilution of the least-diluted head, $\\Lambda$ (nats)")
     ax.set_ylabel(f"loss change at {data['design_length']} (bits/byte)")
-    ax.set_title("(a) loss change against the prior's dilution (filled: fitted; open: "
-                 "held out)", loc="left", fontsize=8)
+    ax.set_title("(a) loss change against the prior's dilution; grey: fitted model, 90% band",
+                 loc="left", fontsize=6)
+    for k, d in enumerate(outside):
+        _errorbar(strip, k, d, "D", True)
+    strip.set_xlim(-0.7, max(len(outside), 1) - 0.3)
+    strip.set_xticks([])
+    strip.yaxis.tick_right()
+    strip.axhline(0.0, color="0.4", lw=0.5)
+    strip.set_title("outside the\nmodel's domain", fontsize=5)
 
 
 def _plot_masses(data: Mapping[str, Any], axes: list[Any]) -> None:
     for ax, fam in zip(axes, _FAMILIES, strict=True):
-        for d in data["variants"].values():
-            if d["family"] != fam and not (fam == "no positional bias"
-                                           and d["family"] == "causal OT"):
-                continue
-            ax.plot(d["length"], d["window_mass"], color=d["colour"], lw=1, marker="o", ms=2,
-                    label=d["label"])
-            ax.plot(d["length"], d["exact_window_mass"], color=d["colour"], lw=0.7, ls="--")
+        members = [d for d in data["variants"].values() if d["family"] == fam
+                   or (fam == "no positional bias" and d["family"] == "causal OT")]
+        for d in members:
+            ax.plot(d["length"], d["window_mass"], color=d["colour"], lw=0.9, marker="o", ms=1.5)
+            ax.plot(d["length"], d["exact_window_mass"], color=d["colour"], lw=0.6, ls="--")
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1)
-        ax.set_title(f"(b) {fam}", loc="left", fontsize=7)
-        ax.set_xlabel("length (bytes)", fontsize=6)
-        ax.legend(fontsize=4, frameon=False, loc="lower left")
-    axes[0].set_ylabel(f"window mass, W = {data['window']}")
+        ax.set_title(f"(b) window mass, {fam}" if members else f"(b) {fam}: none run",
+                     loc="left", fontsize=5)
+        ax.tick_params(labelsize=5)
+    for ax in axes:
+        ax.set_xlabel("context length (bytes)", fontsize=5)
+    axes[0].set_ylabel(f"mass on the last {data['window']} keys", fontsize=5)
 
 
 def _plot_probe(data: Mapping[str, Any], ax: Any) -> None:
     for d in data["variants"].values():
         if not d["probe_distances"]:
             continue
-        ax.plot(d["probe_distances"], d["probe_accuracy"], color=d["colour"], lw=1,
-                marker="o", ms=2)
+        ax.plot(d["probe_distances"], d["probe_accuracy"], color=d["colour"], lw=0.9,
+                marker="o", ms=1.5)
         ax.plot(d["probe_distances"], d["probe_prior_distant_mass"], color=d["colour"],
-                lw=0.7, ls=":")
+                lw=0.6, ls=":")
     ax.axvline(data["train_length"], color="0.5", lw=0.5, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("distance of the planted value (bytes)", fontsize=6)
-    ax.set_ylabel("retrieval accuracy", fontsize=6)
-    ax.set_title(f"(c) retrieval at {data['design_length']}", loc="left", fontsize=7)
+    ax.set_xlabel("distance of the planted byte from the query (bytes; dashed: training "
+                  "length)", fontsize=5)
+    ax.set_ylabel("retrieval accuracy", fontsize=5)
+    ax.tick_params(labelsize=5)
+    ax.set_title(f"(c) recalling a planted byte in {data['design_length']} bytes of context",
+                 loc="left", fontsize=6)
 
 
 def fig7(results: Mapping[str, Any], path: str | os.PathLike[str], name: str = "path", *,
@@ -264,7 +284,7 @@ def fig7(results: Mapping[str, Any], path: str | os.PathLike[str], name: str = "
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 7), layout="constrained")
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
     FigureCanvasAgg(fig)
     data = fig7_data(results, loss_model, heldout)
     plot_fig7(data, fig)

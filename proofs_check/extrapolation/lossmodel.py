@@ -200,10 +200,11 @@ def fit_loss_model(points: Sequence[LossPoint], fitted_on: dict[str, Any] | None
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN for fewer than 3 pairs."""
+    """Spearman's rank correlation (average ranks for ties); NaN for fewer than 3 pairs or
+    a constant sequence (no order to compare)."""
     from scipy.stats import spearmanr
 
-    if len(a) < 3:
+    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return float("nan")
     return float(spearmanr(a, b).statistic)
 

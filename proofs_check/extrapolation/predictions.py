@@ -199,6 +199,13 @@ class Verdict:
     bound: str
     holds: bool | None
 
+    def __post_init__(self) -> None:  # plain Python types (JSON, identity comparisons)
+        if self.holds is not None:
+            object.__setattr__(self, "holds", bool(self.holds))
+        if self.measured is not None:  # an undefined statistic (NaN) is not measured
+            value = float(self.measured)
+            object.__setattr__(self, "measured", value if math.isfinite(value) else None)
+
     def line(self) -> str:
         mark = {True: "holds", False: "FAILS", None: "not measured"}[self.holds]
         meas = "-" if self.measured is None else f"{self.measured:+.4f}"

@@ -156,12 +156,13 @@ def summarize_variant(evals: list[dict[str, Any]], files: Sequence[int],
 
 
 def write_json_atomic(obj: Any, path: str | os.PathLike[str], name: str = "path") -> None:
-    """Write ``obj`` as JSON (sorted keys, one-space indent) to ``path`` atomically, only
-    ever over a regular file (``priors.cli.write_atomic``; ``name``: the argument named
-    in a refusal)."""
+    """Write ``obj`` as JSON (sorted keys, one-space indent; NaN and infinities are not
+    JSON and raise ``ValueError``) to ``path`` atomically, only ever over a regular file
+    (``priors.cli.write_atomic``; ``name``: the argument named in a refusal)."""
     from priors.cli import write_atomic
 
-    write_atomic(os.fspath(path), json.dumps(obj, indent=1, sort_keys=True) + "\n", name)
+    text = json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    write_atomic(os.fspath(path), text, name)
 
 
 def format_table(results: dict[str, Any]) -> str:
