@@ -285,7 +285,8 @@ def _cmd_fit(args: Any) -> int:
     lengths = sorted({p.length for p in points})
     try:
         model = fit_loss_model(points, {"source": args.results, "sha256": sha,
-                                        "variants": names, "lengths": lengths})
+                                        "variants": names, "lengths": lengths,
+                                        "source_variants": sorted(res["variants"])})
     except ValueError as exc:
         raise UsageError(f"--results: {exc}") from None
     write_json_atomic(model.to_dict(), args.out, "--out")

@@ -49,6 +49,7 @@ __all__ = [
     "ExperimentConfig",
     "ExperimentInputError",
     "doubling",
+    "model_config",
     "probe_distances",
     "run_experiment",
     "with_overrides",
@@ -172,13 +173,14 @@ GPU = ExperimentConfig(
 PRESETS = {"quick": QUICK, "full": FULL, "gpu": GPU}
 
 
-def _model_config(cfg: ExperimentConfig, variant: Variant) -> ModelConfig:
+def model_config(cfg: ExperimentConfig, variant: Variant) -> ModelConfig:
+    """The architecture and resolved exponent of ``variant`` in ``cfg``."""
     exponent = variant.exponent(cfg.window, cfg.design_length)
     return ModelConfig(variant, cfg.d_model, cfg.n_layers, cfg.n_heads, exponent=exponent)
 
 
 def _run_dir(cfg: ExperimentConfig, variant: Variant, seed: int, cache: Path, fp: str) -> tuple:
-    mcfg = _model_config(cfg, variant)
+    mcfg = model_config(cfg, variant)
     tcfg = TrainConfig(
         steps=cfg.steps, batch=cfg.batch, seq_len=cfg.train_length, lr=cfg.lr,
         warmup=cfg.warmup, seed=seed, ckpt_every=cfg.ckpt_every, probe=cfg.probe,
@@ -344,7 +346,7 @@ def run_experiment(
         summary = summarize_variant([done[(v, seed)] for seed in seeds], files.tolist(),
                                     files[::PROBE_WINDOW_STRIDE].tolist())
         summary["seed_list"] = seeds
-        exponent = _model_config(cfg, v).exponent
+        exponent = model_config(cfg, v).exponent
         if exponent is not None:
             summary["alpha"] = exponent
         if v.kind == "margin":

@@ -410,3 +410,22 @@ def test_loss_model_recovers_a_known_curve_and_its_interval_covers():
     assert judge(model, points(400, (0.1, 0.5, 0.0)))["coverage90"] < 0.5
     with pytest.raises(ValueError, match="at least 4"):
         fit_loss_model(points(3, coef))
+
+
+def test_gpu_preset_builds_its_larger_model_and_trains_a_step_on_cpu():
+    """The GPU preset (not run here: docs/extrapolation.md): its settings validate, every
+    variant's model builds at its size (4 layers, d_model 256, 8 heads), and one training
+    step at its training length 512 (batch 2) gives a finite loss on the CPU."""
+    from proofs_check.extrapolation.experiment import GPU, model_config, probe_distances
+
+    assert GPU.lengths == (512, 1024, 2048, 4096, 8192, 16384) and len(GPU.seeds) >= 5
+    assert probe_distances(GPU.design_length, GPU.train_length) == [128, 512, 2048, 8192,
+                                                                    16382]
+    stream = _stream(20000, seed=4)
+    for v in GPU.variants:
+        mcfg = model_config(GPU, v)
+        assert (mcfg.d_model, mcfg.n_layers, mcfg.n_heads) == (256, 4, 8)
+    mcfg = model_config(GPU, parse_variant("margin-0.1"))
+    tcfg = TrainConfig(steps=1, batch=2, seq_len=GPU.train_length, warmup=1)
+    _, info = train(mcfg, tcfg, stream, log=None)
+    assert len(info["losses"]) == 1 and math.isfinite(info["losses"][0])
