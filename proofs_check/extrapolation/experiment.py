@@ -368,6 +368,7 @@ def run_experiment(
                     "distinct_files": int(np.unique(files).size),
                     "eval_version": EVAL_VERSION},
         "wall_seconds_this_invocation": round(time.time() - t0, 1),
+        "summarised_from_cache": cached_only,
         "partial": cached_only and len(done) < len(todo),
         "variants": variants,
     }

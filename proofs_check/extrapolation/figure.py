@@ -13,15 +13,16 @@
     best head's prior distant mass at that distance (dotted).
 
 Colours are fixed by variant name (:func:`variant_colour`), the same in every figure
-and whatever order the results file lists the variants in. :func:`fig7_data` computes,
+and whatever order the results file lists the variants in; within a family they run
+along a colour map by the variant's parameter. :func:`fig7_data` computes,
 :func:`plot_fig7` draws into a given ``matplotlib.figure.Figure`` (no pyplot, no global
 backend switch); matplotlib is imported only inside the drawing functions.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,9 +49,6 @@ __all__ = [
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 _FAMILIES = ("log-distance", "ALiBi", "KERPLE / T5", "no positional bias")
-# Hue ranges per family (HSV degrees), so that related variants share a hue family.
-_HUES = {"log-distance": (200, 280), "ALiBi": (20, 50), "KERPLE / T5": (90, 160),
-         "no positional bias": (330, 360), "causal OT": (0, 15)}
 
 
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -71,16 +69,32 @@ def family(name: str) -> str:
     return "no positional bias"
 
 
-def variant_colour(name: str) -> tuple[float, float, float]:
-    """A colour that depends only on the variant's name: a hue inside its family's range
-    picked by a hash of the name, lightness from a second hash (RGB in [0, 1])."""
-    import colorsys
+def variant_colour(name: str) -> tuple[float, ...]:
+    """A colour that depends only on the variant's name (RGBA in [0, 1]): within a family a
+    sequential colour map read at the variant's parameter, so that order shows (log-distance
+    by its exponent, margin by its tolerance, ALiBi by its slope scale, fixed KERPLE by
+    ``r1``, fixed T5 by ``A``, the causal OT operator by ``rho``); fixed colours for the rest."""
+    from matplotlib import colormaps
 
-    h = hashlib.sha256(name.encode()).digest()
-    lo, hi = _HUES[family(name)]
-    hue = (lo + (hi - lo) * h[0] / 255) / 360
-    light = 0.32 + 0.25 * h[1] / 255
-    return colorsys.hls_to_rgb(hue, light, 0.75)
+    v = parse_variant(name)
+    fixed = {"nope": "#b2182b", "rope": "#e7298a", "t5": "#8c6d31", "kerple-log": "#1b7837"}
+    if name in fixed:
+        from matplotlib.colors import to_rgba
+
+        return to_rgba(fixed[name])
+    if v.kind == "logd":  # exponents 0.7 .. 2.1: the plasma map from purple to orange-red
+        return colormaps["plasma"](0.72 * min(max((v.value - 0.7) / 1.4, 0.0), 1.0))
+    if v.kind == "margin":  # tolerances 1e-3 .. 0.5: teal, darker for smaller tolerances
+        t = min(max(-math.log10(v.value) / 3, 0.0), 1.0)
+        return colormaps["PuBuGn"](0.6 + 0.35 * t)
+    if v.kind == "alibi":  # slope scales 1 .. 1/64: blue, darker for flatter slopes
+        f = v.params[0] if v.params else 1.0
+        return colormaps["Blues"](0.45 + 0.5 * min(max(-math.log2(f) / 6, 0.0), 1.0))
+    if v.kind == "kerple":
+        return colormaps["Greens"](0.45 + 0.5 * min(max((v.params[0] - 1) / 3, 0.0), 1.0))
+    if v.kind == "t5":
+        return colormaps["copper"](0.2 + 0.6 * min(max((v.value - 1) / 2, 0.0), 1.0))
+    return colormaps["RdPu"](0.5 + 0.4 * v.value)  # ot
 
 
 def plain_label(name: str, alpha: float | None = None) -> str:
@@ -177,7 +191,7 @@ def plot_fig7(data: Mapping[str, Any], fig: Any) -> None:
     legend below the panels names every variant in plain words."""
     narrow = fig.get_figwidth() < 6
     if narrow:
-        grid = fig.add_gridspec(4, 2, height_ratios=[1.5, 1, 1, 1.1])
+        grid = fig.add_gridspec(4, 2, height_ratios=[1.9, 1, 1, 1.2])
         top, probe = grid[0, :], grid[3, :]
         mass = [grid[1, 0], grid[1, 1], grid[2, 0], grid[2, 1]]
     else:
@@ -227,17 +241,19 @@ def _plot_loss(data: Mapping[str, Any], ax: Any, strip: Any) -> None:
         held = d["role"] == "held out"
         _errorbar(ax, d["dilution"], d, "s" if held else "o", not held)
     ax.axhline(0.0, color="0.4", lw=0.5)
-    ax.set_xlabel("dilution of the least-diluted head, $\\Lambda$ (nats)")
-    ax.set_ylabel(f"loss change at {data['design_length']} (bits/byte)")
-    ax.set_title("(a) loss change against the prior's dilution; grey: fitted model, 90% band",
-                 loc="left", fontsize=6)
+    ax.set_xlabel("dilution $\\Lambda$ of the least-diluted head (nats)", fontsize=6)
+    ax.set_ylabel(f"$\\Delta$ bits/byte at {data['design_length']}", fontsize=6)
+    ax.tick_params(labelsize=5)
+    ax.set_title("(a) loss change against the dilution (grey: model, 90%)", loc="left",
+                 fontsize=6)
     for k, d in enumerate(outside):
         _errorbar(strip, k, d, "D", True)
     strip.set_xlim(-0.7, max(len(outside), 1) - 0.3)
     strip.set_xticks([])
     strip.yaxis.tick_right()
     strip.axhline(0.0, color="0.4", lw=0.5)
-    strip.set_title("outside the\nmodel's domain", fontsize=5)
+    strip.tick_params(labelsize=5)
+    strip.set_title("outside\ndomain", fontsize=5)
 
 
 def _plot_masses(data: Mapping[str, Any], axes: list[Any]) -> None:
@@ -264,7 +280,7 @@ def _plot_probe(data: Mapping[str, Any], ax: Any) -> None:
         ax.plot(d["probe_distances"], d["probe_accuracy"], color=d["colour"], lw=0.9,
                 marker="o", ms=1.5)
         ax.plot(d["probe_distances"], d["probe_prior_distant_mass"], color=d["colour"],
-                lw=0.6, ls=":")
+                lw=0.6, ls=":", alpha=0.7)
     ax.axvline(data["train_length"], color="0.5", lw=0.5, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, 1.02)
