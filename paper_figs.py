@@ -799,24 +799,30 @@ def plot_margin(data: Mapping[str, Any], fig: Any) -> None:
 
 
 def compute_extrapolation(quick: bool = False) -> dict[str, Any]:
-    """Fig. 7 from the committed experiment results (docs/extrapolation.md): the full run's
-    ``benchmarks/extrapolation_full.json`` once it exists, else the quick run's. Training
-    takes minutes to hours, so the figure reads results; ``quick`` changes nothing."""
+    """Fig. 7 from the committed experiment results (docs/extrapolation.md): the quick
+    preset's fitting run ``benchmarks/extrapolation_quick.json``, its held-out run
+    ``benchmarks/extrapolation_quick_heldout.json`` and the loss model fitted on the first
+    ``benchmarks/extrapolation_lossmodel_quick.json`` (each of the last two when present).
+    Training takes minutes to hours, so the figure reads results; ``quick`` changes
+    nothing."""
     del quick
-    from proofs_check.extrapolation.figure import fig7_data, load_results
+    from proofs_check.extrapolation.figure import fig7_caption, fig7_data, load_results
 
     bench = Path(__file__).resolve().parent / "benchmarks"
-    path = bench / "extrapolation_full.json"
-    if not path.exists():
-        path = bench / "extrapolation_quick.json"
-    data = fig7_data(load_results(path))
-    key = {  # at the longest length: change in bits per byte, measured and exact window mass
-        name: {"class": v["class"], "length": v["length"][-1], "change_bpb": v["change"][-1],
-               "paired_se": v["se"][-1], "window_mass": v["window_mass"][-1],
-               "exact_window_mass": v["exact_window_mass"][-1]}
+    paths = {"results": bench / "extrapolation_quick.json",
+             "heldout": bench / "extrapolation_quick_heldout.json",
+             "loss_model": bench / "extrapolation_lossmodel_quick.json"}
+    found = {k: load_results(p) for k, p in paths.items() if p.exists()}
+    data = fig7_data(found["results"], found.get("loss_model"), found.get("heldout"))
+    key = {  # at the design length: change in bits per byte, its interval, the dilution
+        name: {"role": v["role"], "class": v["class"], "dilution": v["dilution"],
+               "change_bpb": v["change"], "ci95": v["ci95"],
+               "window_mass_longest": v["window_mass"][-1],
+               "exact_window_mass_longest": v["exact_window_mass"][-1]}
         for name, v in data["variants"].items()
     }
-    return {**data, "source": f"benchmarks/{path.name}", "key_values": key}
+    return {**data, "caption": fig7_caption(data),
+            "sources": [f"benchmarks/{paths[k].name}" for k in found], "key_values": key}
 
 
 def plot_extrapolation(data: Mapping[str, Any], fig: Any) -> None:

@@ -2,8 +2,9 @@
 
 Collects ``run(quick)`` from ``benchmarks.margin``, ``benchmarks.masses``,
 ``benchmarks.operators``, ``benchmarks.diagnose`` and, where a CUDA device is present,
-``benchmarks.operators_cuda`` (named in ``--only`` without one: refused), times ``python -m proofs_check`` and ``python paper_figs.py`` end to
-end, prints one table per area and writes the results file with the machine description
+``benchmarks.operators_cuda`` (named in ``--only`` without one: refused), times
+``python -m proofs_check`` and ``python paper_figs.py`` end to end, prints one table per
+area and writes the results file with the machine description
 (``machine``: this run's; ``machine_by_area``: each area's, since ``--only`` keeps the areas
 measured in earlier runs, possibly on another machine). Timings are medians of at least 5
 runs after a warm-up (each area's own module states its repeats), with min and max beside

@@ -1,138 +1,326 @@
-"""``python -m proofs_check.extrapolation``: train, evaluate, write results (and fig7).
+"""``python -m proofs_check.extrapolation``: register, run, fit, check (docs/extrapolation.md).
 
-Bad input: one line on stderr, exit status 2 (the pattern of ``priors.mass``). Progress
-goes to stderr, the table (or ``--json``) to stdout; the results file is written
-atomically to ``--out``.
+* ``register``: the predictions of a variant set from the priors alone (and a fitted loss
+  model, if given), written to ``--out`` before any run starts.
+* ``run``: train, evaluate, write the results (and fig7); with ``--registered`` the
+  results are checked against a registration made with the same settings.
+* ``fit``: fit the loss model on the in-domain variants of a results file.
+* ``check``: check a results file against a registration.
+
+The command-line contract of ``priors.cli``: bad input is one line
+``python -m proofs_check.extrapolation: error: MESSAGE`` on stderr and exit status 2,
+before any work; a reader that goes away ends the command quietly; a full disk is one line
+and status 1. Progress goes to stderr, tables (or ``--json``) to stdout; files are written
+atomically, only over regular files. A registered prediction that fails is a result, not
+an error: the status stays 0.
 """
 
 from __future__ import annotations
 
-import argparse
+import hashlib
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
+
+from priors.cli import (
+    MapOf,
+    Parser,
+    Record,
+    UsageError,
+    argtype,
+    check_output_dir,
+    check_output_file,
+    count,
+    echo,
+    emit,
+    read_json_file,
+    run,
+)
 
 __all__ = ["main"]
 
 PROG = "python -m proofs_check.extrapolation"
 
-
-class _BadInput(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
-        raise _BadInput(message)
+_positive = argtype(lambda t: count(t, minimum=1, maximum=10**9))
+_RESULTS_SHAPE = Record({"config": dict, "variants": MapOf(dict)})
+_REGISTRATION_SHAPE = Record({"version": str, "config": dict, "claims": list})
+_LOSS_MODEL_SHAPE = Record({"version": str, "coef": list, "cov": list, "tau": float})
+_FILE_LIMIT = 1 << 27  # 128 MiB: a full results file is a few MB
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
+def _variants(text: str) -> tuple:
+    from proofs_check.extrapolation.variants import parse_variants
 
-
-def _names(text: str) -> tuple[str, ...]:
-    out = tuple(t.strip() for t in text.split(",") if t.strip())
-    if not out:
-        raise argparse.ArgumentTypeError(f"empty list: {text!r}")
-    return out
+    return parse_variants(t.strip() for t in text.split(",") if t.strip())
 
 
 def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        out = tuple(int(t) for t in _names(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"seeds must be integers: {text!r}") from exc
-    if any(s < 0 for s in out) or len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"seeds must be distinct and >= 0: {text!r}")
+    out = tuple(count(t.strip(), maximum=2**31) for t in text.split(",") if t.strip())
+    if not out:
+        raise ValueError(f"empty list: {echo(text)}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"seeds must be distinct: {echo(text)}")
     return out
 
 
-def _parser() -> _Parser:
-    p = _Parser(prog=PROG, description="Length-extrapolation experiment: does the prior's "
-                "class (docs/theory.md §5, §7) predict how a trained model extrapolates?")
-    p.add_argument("--quick", action="store_true", help="the ~10-minute preset")
-    p.add_argument("--variants", type=_names, help="comma-separated variant names "
-                   "(default: the preset's)")
-    p.add_argument("--seeds", type=_seeds, help="comma-separated seeds (default 0,1,2)")
+def _experiment_options(p: Parser) -> None:
+    p.add_argument("--preset", choices=("quick", "full", "gpu"), default="full",
+                   help="quick (minutes on CPU), full (hours on CPU), gpu (for a GPU)")
+    p.add_argument("--variants", type=argtype(_variants), help="comma-separated variant "
+                   "names (default: the preset's)")
+    p.add_argument("--seeds", type=argtype(_seeds), help="comma-separated seeds")
     p.add_argument("--steps", type=_positive, help="training steps per run")
     p.add_argument("--windows", type=_positive, help="held-out windows (paired design)")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
-    p.add_argument("--threads", type=_positive, default=1, help="torch CPU threads")
-    p.add_argument("--jobs", type=_positive, default=1,
+    p.add_argument("--longest", type=_positive,
+                   help="longest evaluated length (the training length times a power of 2, "
+                   "up to the preset's max_context)")
+
+
+def _parser() -> Parser:
+    p = Parser(prog=PROG, description="Length-extrapolation experiment: does the prior "
+               "(docs/theory.md §5, §7) predict how a trained model extrapolates?")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    reg = sub.add_parser("register", help="write the predictions of a variant set "
+                         "before training")
+    _experiment_options(reg)
+    reg.add_argument("--loss-model", help="a fitted loss model (from 'fit') to predict with")
+    reg.add_argument("--out", required=True, help="the registration file (JSON)")
+    reg.add_argument("--json", action="store_true", help="print the registration")
+    r = sub.add_parser("run", help="train, evaluate, write results")
+    _experiment_options(r)
+    r.add_argument("--device", default="cpu", help="torch device: cpu or cuda[:N]")
+    r.add_argument("--threads", type=_positive, default=1, help="torch CPU threads")
+    r.add_argument("--jobs", type=_positive, default=1,
                    help="runs in parallel processes (one thread each); e.g. 2 on 2 cores")
-    p.add_argument("--cache-dir", help="corpus cache and checkpoints (default ~/.cache/...)")
-    p.add_argument("--cached-only", action="store_true",
+    r.add_argument("--cache-dir", help="corpus cache and checkpoints (default ~/.cache/...)")
+    r.add_argument("--cached-only", action="store_true",
                    help="train nothing: summarise the finished runs in the cache (partial)")
-    p.add_argument("--corpus-root", help="a directory of .py files instead of the stdlib")
-    p.add_argument("--out", help="results JSON (written atomically)")
-    p.add_argument("--figure", help="also draw fig7 to this path (png or pdf)")
-    p.add_argument("--json", action="store_true", help="print the results JSON")
-    p.add_argument("--details", action="store_true",
-                   help="also print per-head masses and the Theorem 3 bracket statistics")
+    r.add_argument("--corpus-root", help="a directory of .py files instead of the stdlib")
+    r.add_argument("--registered", help="check the results against this registration")
+    r.add_argument("--out", help="results JSON (written atomically)")
+    r.add_argument("--figure", help="also draw fig7 to this path (png, pdf or svg)")
+    r.add_argument("--json", action="store_true", help="print the results JSON")
+    r.add_argument("--details", action="store_true",
+                   help="also print per-seed changes, per-head masses and the Theorem 3 "
+                   "bracket statistics")
+    f = sub.add_parser("fit", help="fit the loss model on a results file")
+    f.add_argument("--results", required=True, help="a results file of 'run'")
+    f.add_argument("--variants", type=argtype(_variants),
+                   help="the variants to fit on (default: every one in the model's domain)")
+    f.add_argument("--longest", type=_positive,
+                   help="the longest length fitted (default: the design length)")
+    f.add_argument("--out", required=True, help="the loss model file (JSON)")
+    c = sub.add_parser("check", help="check a results file against a registration")
+    c.add_argument("--results", required=True, help="a results file of 'run'")
+    c.add_argument("--registered", required=True, help="a registration of 'register'")
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 on bad input, one line on stderr)."""
+def _device(text: str) -> str:
+    """``cpu`` or an available ``cuda[:i]``; anything else is bad input."""
     import torch
 
-    from proofs_check.extrapolation.experiment import (
-        FULL,
-        QUICK,
-        ExperimentInputError,
-        run_experiment,
-        with_overrides,
-    )
+    try:
+        dev = torch.device(text)
+    except RuntimeError as exc:
+        raise UsageError(f"--device: {exc}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device: must be cpu or cuda[:N], got {echo(text)}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: no CUDA device is available")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"--device: no CUDA device {dev.index} "
+                             f"({torch.cuda.device_count()} available)")
+    return str(dev)
+
+
+def _config(args: Any) -> Any:
+    from proofs_check.extrapolation.experiment import PRESETS, with_overrides
+
+    try:
+        return with_overrides(PRESETS[args.preset], variants=args.variants, seeds=args.seeds,
+                              steps=args.steps, n_windows=args.windows, longest=args.longest)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _read(path: str, option: str, shape: Any) -> tuple[dict[str, Any], str]:
+    """The JSON document at ``path`` and the sha256 of its bytes; bad input if missing."""
+    doc = read_json_file(path, option, limit=_FILE_LIMIT, shape=shape)
+    if doc is None:
+        raise UsageError(f"{option}: {echo(path)} does not exist")
+    with open(path, "rb") as fh:
+        return doc, hashlib.sha256(fh.read()).hexdigest()
+
+
+def _registration_matches(reg: dict[str, Any], cfg: Any, option: str) -> None:
+    """Bad input unless ``cfg`` runs what ``reg`` registered (same settings, its variants,
+    its lengths)."""
+    from proofs_check.extrapolation.predictions import SAME_SETTINGS
+
+    mine = cfg.to_dict()
+    diff = [k for k in SAME_SETTINGS if reg["config"].get(k) != mine.get(k)]
+    missing = set(reg["config"].get("variants", [])) - set(mine["variants"])
+    lengths = set(reg["config"].get("lengths", [])) - set(mine["lengths"])
+    if diff or missing or lengths:
+        what = (diff and f"settings {', '.join(diff)}") or (
+            missing and f"variants {', '.join(sorted(missing))}") or (
+            f"lengths {', '.join(map(str, sorted(lengths)))}")
+        raise UsageError(f"{option}: this run does not match the registration ({what} differ "
+                         "or are missing)")
+
+
+def _print_verdicts(verdicts: list[Any]) -> None:
+    emit("registered predictions (docs/extrapolation.md; se = two-way bootstrap):")
+    for v in verdicts:
+        emit("  " + v.line())
+    for kind in sorted({v.kind for v in verdicts}):
+        got = [v for v in verdicts if v.kind == kind and v.holds is not None]
+        emit(f"  {kind}: {sum(bool(v.holds) for v in got)} of {len(got)} hold")
+
+
+def _cmd_register(args: Any) -> int:
+    from proofs_check.extrapolation.lossmodel import LossModel
+    from proofs_check.extrapolation.predictions import register
+    from proofs_check.extrapolation.results import write_json_atomic
+
+    cfg = _config(args)
+    check_output_file(args.out, "--out")
+    model, sha = None, None
+    if args.loss_model is not None:
+        doc, sha = _read(args.loss_model, "--loss-model", _LOSS_MODEL_SHAPE)
+        try:
+            model = LossModel.from_dict(doc)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"--loss-model: {exc}") from None
+    reg = register(cfg, loss_model=model, loss_model_sha256=sha)
+    write_json_atomic(reg, args.out, "--out")
+    if args.json:
+        emit(json.dumps(reg, indent=1))
+        return 0
+    emit(f"registered {len(reg['claims'])} claims for {len(cfg.variants)} variants -> "
+         f"{args.out}")
+    for c in reg["claims"]:
+        extra = ""
+        if c["kind"] == "loss-interval":
+            extra = (f" predicted {c['predicted']:+.4f}, 90% interval "
+                     f"[{c['interval90'][0]:+.4f}, {c['interval90'][1]:+.4f}], Lambda "
+                     f"{c['dilution']:.4f}")
+        emit(f"  {c['id']:<24} {c['kind']:<15} {c['claim']}{extra}")
+    return 0
+
+
+def _cmd_run(args: Any) -> int:
+    cfg = _config(args)
+    device = _device(args.device)
+    reg = reg_sha = None
+    if args.registered is not None:
+        reg, reg_sha = _read(args.registered, "--registered", _REGISTRATION_SHAPE)
+        _registration_matches(reg, cfg, "--registered")
+    if args.out is not None:
+        check_output_file(args.out, "--out")
+    if args.figure is not None:
+        from proofs_check.extrapolation.figure import FIGURE_SUFFIXES
+
+        check_output_file(args.figure, "--figure", suffixes=FIGURE_SUFFIXES)
+    if args.cache_dir is not None:
+        check_output_dir(args.cache_dir, "--cache-dir")
+    import torch
+
+    from proofs_check.extrapolation.experiment import run_experiment
     from proofs_check.extrapolation.results import (
         format_details,
         format_table,
         write_json_atomic,
     )
 
-    try:
-        args = _parser().parse_args(argv)
-        cfg = with_overrides(QUICK if args.quick else FULL, variants=args.variants,
-                             seeds=args.seeds, steps=args.steps, n_windows=args.windows)
-        try:
-            dev = torch.device(args.device)
-        except RuntimeError as exc:
-            raise ValueError(f"--device: {exc}") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda: no CUDA device is available")
-    except (_BadInput, ValueError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
     torch.set_num_threads(args.threads)
-    try:
-        results = run_experiment(cfg, device=str(dev), cache_dir=args.cache_dir,
-                                 corpus_root=args.corpus_root, jobs=args.jobs,
-                                 cached_only=args.cached_only)
-    except ExperimentInputError as exc:  # e.g. a corpus root without enough held-out bytes
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    from proofs_check.extrapolation.predictions import check_predictions
+    results = run_experiment(cfg, device=device, cache_dir=args.cache_dir,
+                             corpus_root=args.corpus_root, jobs=args.jobs,
+                             cached_only=args.cached_only)
+    verdicts = []
+    if reg is not None:
+        from proofs_check.extrapolation.predictions import check
 
-    results["predictions"] = [asdict(p) for p in check_predictions(results)]
-    if args.out:
-        write_json_atomic(results, args.out)
-    if args.figure:
+        verdicts = check(reg, results)
+        results["registered"] = {"file": args.registered, "sha256": reg_sha,
+                                 "verdicts": [asdict(v) for v in verdicts]}
+    if args.out is not None:
+        write_json_atomic(results, args.out, "--out")
+    if args.figure is not None:
         from proofs_check.extrapolation.figure import fig7
 
-        fig7(results, args.figure)
+        fig7(results, args.figure, "--figure")
     if args.json:
-        print(json.dumps(results, indent=1))
-    else:
-        print(format_table(results))
-        if args.details:
-            print(format_details(results))
-        print("predictions (docs/theory.md §5, §7; margins 3 se, see predictions.py):")
-        for p in check_predictions(results):
-            print("  " + p.line())
+        emit(json.dumps(results, indent=1))
+        return 0
+    emit(format_table(results))
+    if args.details:
+        emit(format_details(results))
+    if verdicts:
+        _print_verdicts(verdicts)
     return 0
+
+
+def _cmd_fit(args: Any) -> int:
+    from proofs_check.extrapolation.lossmodel import LossPoint, fit_loss_model, judge
+    from proofs_check.extrapolation.results import write_json_atomic
+    from proofs_check.extrapolation.variants import parse_variant
+
+    check_output_file(args.out, "--out")
+    res, sha = _read(args.results, "--results", _RESULTS_SHAPE)
+    longest = args.longest or res["config"]["design_length"]
+    names = ([v.name for v in args.variants] if args.variants is not None else
+             [n for n in res["variants"] if parse_variant(n).fixed_bias])
+    points = []
+    for name in names:
+        v = res["variants"].get(name)
+        if v is None or not parse_variant(name).fixed_bias:
+            raise UsageError(f"--variants: {name!r} is not an in-domain variant of the results")
+        for e in v["per_length"][1:]:
+            if e["length"] <= longest:
+                points.append(LossPoint(name, e["length"], e["dilution"], e["change"], e["se"]))
+    lengths = sorted({p.length for p in points})
+    try:
+        model = fit_loss_model(points, {"source": args.results, "sha256": sha,
+                                        "variants": names, "lengths": lengths,
+                                        "source_variants": sorted(res["variants"])})
+    except ValueError as exc:
+        raise UsageError(f"--results: {exc}") from None
+    write_json_atomic(model.to_dict(), args.out, "--out")
+    fit = judge(model, points)
+    emit(f"loss model fitted on {len(points)} points ({', '.join(names)} at "
+         f"{', '.join(map(str, lengths))}) -> {args.out}")
+    emit(f"  change = {model.coef[0]:+.4f} {model.coef[1]:+.4f} Lambda {model.coef[2]:+.4f} "
+         f"Lambda^2 bits per byte; tau = {model.tau:.4f}")
+    emit(f"  in sample: coverage of the 90% intervals {fit['coverage90']:.3f}, Spearman "
+         f"{fit['spearman']:.3f}")
+    return 0
+
+
+def _cmd_check(args: Any) -> int:
+    from proofs_check.extrapolation.predictions import check
+
+    reg, _ = _read(args.registered, "--registered", _REGISTRATION_SHAPE)
+    res, _ = _read(args.results, "--results", _RESULTS_SHAPE)
+    try:
+        verdicts = check(reg, res)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"--results: {exc}") from None
+    _print_verdicts(verdicts)
+    return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    return {"register": _cmd_register, "run": _cmd_run, "fit": _cmd_fit,
+            "check": _cmd_check}[args.command](args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 on bad input, one line on stderr)."""
+    from proofs_check.extrapolation.experiment import ExperimentInputError
+
+    return run(PROG, _main, argv, bad_input=(UsageError, ExperimentInputError))

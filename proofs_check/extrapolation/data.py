@@ -21,6 +21,16 @@ Portability
     list and sizes) is recorded in every results file so that runs on different
     interpreters can be told apart.
 
+Held-out windows (:func:`window_ends`)
+    A window is the position ``e`` of its last target in the held-out stream; at context
+    length ``L`` the model reads ``stream[e - L : e]`` and is scored on the last
+    ``score_bytes`` next-byte predictions, whose targets ``stream[e - score_bytes + 1 :
+    e + 1]`` are the same at every length. The ends are spread over the held-out files:
+    the ``count`` windows go to ``count`` files evenly spaced in the file list (several
+    per file, evenly within it, only when there are fewer files than windows), each
+    window's targets lying inside its file. Every window records its file, so that
+    uncertainties can be resampled by file.
+
 Cache
     The two byte streams are cached as ``.bin`` files under ``cache_dir`` (default
     ``$XDG_CACHE_HOME/causal-ot-priors/extrapolation`` or
@@ -45,9 +55,9 @@ __all__ = [
     "corpus_files",
     "corpus_fingerprint",
     "default_cache_dir",
-    "heldout_windows",
     "is_heldout",
     "load_corpus",
+    "window_ends",
 ]
 
 SEPARATOR = b"\x00"
@@ -95,7 +105,10 @@ def corpus_fingerprint(files: list[tuple[str, Path]]) -> str:
 
 @dataclass(frozen=True)
 class Corpus:
-    """Train and held-out byte streams (``uint8`` arrays) and where they came from."""
+    """Train and held-out byte streams (``uint8`` arrays) and where they came from.
+
+    ``heldout_spans``: ``(start, end)`` of each held-out file in the held-out stream, in
+    stream order (files joined by one separator byte)."""
 
     train: np.ndarray
     heldout: np.ndarray
@@ -104,6 +117,7 @@ class Corpus:
     fingerprint: str
     python: str
     root: str
+    heldout_spans: tuple[tuple[int, int], ...] = ()
 
     def describe(self) -> dict[str, object]:
         """JSON-friendly summary for the results file."""
@@ -161,6 +175,14 @@ def load_corpus(
         _atomic_write(held_path, he)
         _atomic_write(train_path, tr)
         train, heldout = np.frombuffer(tr, np.uint8), np.frombuffer(he, np.uint8)
+    spans, pos = [], 0
+    for (_, path), h in zip(files, held, strict=True):
+        if h:
+            size = path.stat().st_size
+            spans.append((pos, pos + size))
+            pos += size + len(SEPARATOR)
+    if spans and spans[-1][1] != heldout.size:
+        raise ValueError("the held-out cache does not match the file sizes; remove the cache")
     return Corpus(
         train=train,
         heldout=heldout,
@@ -169,21 +191,39 @@ def load_corpus(
         fingerprint=fp,
         python=sys.version.split()[0],
         root=str(Path(root) if root is not None else sysconfig.get_paths()["stdlib"]),
+        heldout_spans=tuple(spans),
     )
 
 
-def heldout_windows(stream: np.ndarray, length: int, count: int) -> np.ndarray:
-    """``(count, length + 1)`` int64 windows of ``stream`` at evenly spaced, non-overlapping
-    offsets (deterministic). Column ``t`` is the input at position ``t``; the targets are
-    columns ``1..length``. Shorter contexts use the suffix of the same window (paired)."""
-    if count < 1 or length < 1:
-        raise ValueError(f"count and length must be >= 1, got {count}, {length}")
-    span = length + 1
-    if stream.size < count * span:
-        raise ValueError(
-            f"held-out stream has {stream.size} bytes, fewer than count * (length + 1) = "
-            f"{count * span}"
-        )
-    stride = stream.size // count
-    starts = np.arange(count) * stride
-    return np.stack([stream[s : s + span] for s in starts]).astype(np.int64)
+def window_ends(
+    spans: tuple[tuple[int, int], ...] | list[tuple[int, int]],
+    count: int,
+    *,
+    max_context: int,
+    score_bytes: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ends, files)``: ``count`` window ends (int64 positions of the last target in the
+    held-out stream) and the index of the file in ``spans`` that holds each window's
+    targets (module docstring). A file is eligible when it holds ``score_bytes + 1``
+    bytes and its last byte lies at least ``max_context`` bytes into the stream (so that
+    every length up to ``max_context`` has its context)."""
+    if count < 1 or score_bytes < 1 or max_context < score_bytes:
+        raise ValueError(f"need count >= 1 and max_context >= score_bytes >= 1, got "
+                         f"{count}, {max_context}, {score_bytes}")
+    eligible = [k for k, (a, b) in enumerate(spans)
+                if b - a >= score_bytes + 1 and b - 1 >= max_context]
+    if not eligible:
+        raise ValueError(f"no held-out file has {score_bytes + 1} bytes beyond the first "
+                         f"{max_context} bytes of the held-out stream")
+    m = len(eligible)
+    per_file = np.bincount(np.floor((np.arange(count) + 0.5) * m / count).astype(int)
+                           if count <= m else np.arange(count) % m, minlength=m)
+    ends, files = [], []
+    for k, n_k in zip(eligible, per_file.tolist(), strict=True):
+        a, b = spans[k]
+        lo = max(a + score_bytes, max_context)  # smallest end: targets inside the file
+        for j in range(n_k):  # evenly inside [lo, b - 1]
+            ends.append(lo + (j + 1) * (b - 1 - lo) // (n_k + 1))
+            files.append(k)
+    order = np.argsort(ends, kind="stable")
+    return np.asarray(ends, dtype=np.int64)[order], np.asarray(files, dtype=np.int64)[order]

@@ -28,44 +28,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from priors.encodings import (
-    ALiBi,
-    CausalOTPrior,
-    Encoding,
-    KerpleLog,
-    LogDistance,
-    NoPE,
-    T5Buckets,
-    alibi_slopes,
-    t5_bucket,
-)
-from proofs_check.extrapolation.variants import Variant, parse_variant
+from priors.encodings import Encoding, KerpleLog, T5Buckets, t5_bucket
+from proofs_check.extrapolation.variants import T5_BUCKETS, T5_MAX_DISTANCE, Variant
 from proofs_check.operators.biases import multi_head_bias
 
-__all__ = ["ByteTransformer", "ModelConfig", "resolve_exponent"]
-
-T5_BUCKETS = 32
-T5_MAX_DISTANCE = 128
-
-
-def resolve_exponent(variant: Variant, window: int, lmax: int) -> float | None:
-    """The log-distance exponent: ``A`` for ``logd-A``; ``1 + delta*`` for ``margin-T``
-    with ``delta* = priors.margin.select_margin(window, lmax, T).delta`` (docs/theory.md §7,
-    ``B = 0``, ``L0 = W``); ``None`` for other kinds."""
-    if variant.kind == "logd":
-        return float(variant.value)  # type: ignore[arg-type]
-    if variant.kind == "margin":
-        from priors.margin import select_margin
-
-        return float(select_margin(window, lmax, float(variant.value)).alpha)  # type: ignore[arg-type]
-    return None
+__all__ = ["ByteTransformer", "ModelConfig"]
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Architecture and positional variant (``exponent``: resolved log-distance alpha)."""
+    """Architecture and positional variant (``exponent``: the resolved log-distance alpha
+    of ``logd``/``margin``, :meth:`Variant.exponent`)."""
 
-    variant: str = "nope"
+    variant: Variant
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
@@ -73,7 +48,8 @@ class ModelConfig:
     exponent: float | None = None
 
     def __post_init__(self) -> None:
-        v = parse_variant(self.variant)
+        if not isinstance(self.variant, Variant):
+            raise ValueError(f"variant must be a Variant (parse_variant), got {self.variant!r}")
         for name in ("d_model", "n_layers", "n_heads"):
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, int) or val < 1:
@@ -82,8 +58,8 @@ class ModelConfig:
             raise ValueError(
                 f"d_model must be a multiple of 2 * n_heads, got {self.d_model}, {self.n_heads}"
             )
-        if v.kind in ("logd", "margin") and self.exponent is None:
-            raise ValueError(f"exponent is required for variant {self.variant!r}")
+        if self.variant.kind in ("logd", "margin") and self.exponent is None:
+            raise ValueError(f"exponent is required for variant {self.variant.name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (what the run key hashes)."""
@@ -99,13 +75,13 @@ class PositionalBias(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.variant = parse_variant(cfg.variant)
+        self.variant = cfg.variant
         self.n_heads = cfg.n_heads
         self.exponent = cfg.exponent
         kind = self.variant.kind
-        if kind == "t5":
+        if kind == "t5" and self.variant.learned:
             self.table = nn.Parameter(torch.zeros(cfg.n_heads, T5_BUCKETS))
-        elif kind == "kerple":
+        elif kind == "kerple" and self.variant.learned:
             # r = softplus(p) > 0; p = ln(e - 1) gives r1 = r2 = 1 at initialisation
             p0 = math.log(math.e - 1.0)
             self.p1 = nn.Parameter(torch.full((cfg.n_heads,), p0))
@@ -114,33 +90,23 @@ class PositionalBias(nn.Module):
 
     def fixed_encodings(self) -> list[Encoding] | None:
         """The per-head ``priors`` encodings of a fixed bias (None for learned/no bias)."""
-        kind = self.variant.kind
-        if kind == "alibi":
-            return [ALiBi(m) for m in alibi_slopes(self.n_heads)]
-        if kind in ("logd", "margin"):
-            return [LogDistance(alpha=self.exponent)] * self.n_heads
-        return None
+        return self.variant.fixed_priors(self.n_heads, self.exponent)
 
     def priors(self) -> list[Encoding]:
         """The per-head prior predicting the window mass, with the current learned values."""
         kind = self.variant.kind
-        fixed = self.fixed_encodings()
-        if fixed is not None:
-            return fixed
+        if not self.variant.learned:
+            return self.variant.constant_score_priors(self.n_heads, self.exponent)
         if kind == "t5":
             table = self.table.detach().double().cpu().numpy()
             return [
                 T5Buckets(T5_BUCKETS, T5_MAX_DISTANCE, tuple(map(float, row))) for row in table
             ]
-        if kind == "kerple":
-            r1, r2 = self.kerple_params()
-            return [
-                KerpleLog(float(a), float(b))
-                for a, b in zip(r1.detach().double().cpu(), r2.detach().double().cpu(), strict=True)
-            ]
-        if kind == "ot":
-            return [CausalOTPrior(rho=float(self.variant.value))] * self.n_heads  # type: ignore[arg-type]
-        return [NoPE()] * self.n_heads  # nope, rope
+        r1, r2 = self.kerple_params()  # learned kerple-log
+        return [
+            KerpleLog(float(a), float(b))
+            for a, b in zip(r1.detach().double().cpu(), r2.detach().double().cpu(), strict=True)
+        ]
 
     def kerple_params(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(r1, r2)``, each ``(H,)``, positive through softplus."""
@@ -190,7 +156,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.pos = pos  # shared across layers (one positional prior per model)
-        self.variant = parse_variant(cfg.variant)
+        self.variant = cfg.variant
 
     def forward(
         self, x: torch.Tensor, record_rows: int = 0
@@ -206,12 +172,14 @@ class Attention(nn.Module):
             from proofs_check.operators import causal_ot_attention
 
             s = (q @ k.transpose(-1, -2)) * scale  # (B, H, n, n) content scores
-            att = causal_ot_attention(s, float(self.variant.value)).weights  # type: ignore[arg-type]
+            att = causal_ot_attention(s, self.variant.value).weights
             y = att @ v  # (B, H, n, dh)
         elif bias is None:  # softmax(s) on j <= l
             y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
         else:  # softmax(s + b); b is -inf above the diagonal
-            y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+            # a 4-D mask: CPU SDPA takes a much slower path for a 3-D (H, n, n) one
+            y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias[None],
+                                                           scale=scale)
         y = y.transpose(1, 2).reshape(bsz, n, dm)  # (B, n, dm)
         rec = None
         if record_rows:

@@ -1,8 +1,9 @@
 """Training: AdamW with linear warm-up and cosine decay, checkpoints and exact resume.
 
-Everything a step does is a function of ``(seed, step)``: the batch offsets come from a
-``torch.Generator`` seeded with ``seed * 1_000_003 + step`` and the learning rate from the
-schedule, so a run resumed from a checkpoint (model, optimiser and step) takes the same
+Everything a step does is a function of ``(seed, step)``: the batch offsets (and, with
+``probe``, the planted retrieval probes of ``proofs_check.extrapolation.probe``) come from
+a ``torch.Generator`` seeded with ``seed * 1_000_003 + step`` and the learning rate from
+the schedule, so a run resumed from a checkpoint (model, optimiser and step) takes the same
 steps as an uninterrupted one (checked bit for bit in the tests on CPU). Checkpoints are
 written atomically every ``ckpt_every`` steps and at the end, under the cache directory
 (never in the repository); progress goes to stderr.
@@ -25,13 +26,15 @@ import numpy as np
 import torch
 
 from proofs_check.extrapolation.model import ByteTransformer, ModelConfig
+from proofs_check.extrapolation.probe import plant_training_probes, probe_loss
 
 __all__ = ["TrainConfig", "batch_at", "lr_at", "run_key", "train"]
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings (``seq_len`` is the training length ``L_train``)."""
+    """Optimisation settings (``seq_len`` is the training length ``L_train``; ``probe``:
+    every row carries a planted retrieval probe and the loss adds its term)."""
 
     steps: int = 4000
     batch: int = 32
@@ -43,6 +46,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     seed: int = 0
     ckpt_every: int = 500
+    probe: bool = True
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch", "seq_len", "ckpt_every"):
@@ -69,9 +73,10 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 def batch_at(
     stream: torch.Tensor, step: int, cfg: TrainConfig
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and next-byte targets ``(batch, seq_len)`` int64 of step ``step``: random
-    offsets drawn from a generator seeded by ``(seed, step)`` only."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Inputs and next-byte targets ``(batch, seq_len)`` int64 of step ``step`` and the
+    planted probe values ``(batch,)`` (None without ``probe``): random offsets and probes
+    drawn from a generator seeded by ``(seed, step)`` only."""
     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
     hi = stream.numel() - cfg.seq_len - 1
     if hi < 1:
@@ -79,7 +84,10 @@ def batch_at(
     off = torch.randint(0, hi, (cfg.batch,), generator=gen)
     idx = off[:, None] + torch.arange(cfg.seq_len + 1)[None, :]  # (batch, seq_len + 1)
     win = stream[idx].long()
-    return win[:, :-1], win[:, 1:]
+    x, y = win[:, :-1], win[:, 1:]
+    if not cfg.probe:
+        return x, y, None
+    return plant_training_probes(x, y, gen)
 
 
 def run_key(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus_fp: str) -> str:
@@ -130,7 +138,8 @@ def train(
     ``ckpt_path``: checkpoint file; when it exists with the same ``key`` the run resumes
     from it (a different key is a ``ValueError``). ``stop_after``: stop (with a checkpoint)
     after this many steps in total, for interrupted runs and their tests.
-    ``losses``: the training loss (nats per byte) of every step taken so far.
+    ``losses``: the training loss of every step taken so far (nats: the mean next-byte
+    loss, plus the mean probe loss with ``probe``).
     ``log``: progress stream (``"stderr"``: the current ``sys.stderr``; None: silent).
     """
     if log == "stderr":
@@ -162,7 +171,7 @@ def train(
             )
 
     while step < end:
-        x, y = batch_at(data, step, train_cfg)
+        x, y, values = batch_at(data, step, train_cfg)
         x, y = x.to(device), y.to(device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, train_cfg)
@@ -170,6 +179,8 @@ def train(
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
         )
+        if values is not None:
+            loss = loss + probe_loss(logits, values)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
@@ -182,8 +193,8 @@ def train(
             last = time.time()
             recent = losses[-50:]
             print(
-                f"  [{model_cfg.variant} seed {train_cfg.seed}] step {step}/{train_cfg.steps} "
-                f"loss {sum(recent) / len(recent) / math.log(2):.3f} bits/byte "
+                f"  [{model_cfg.variant.name} seed {train_cfg.seed}] step {step}/{train_cfg.steps}"
+                f" training loss {sum(recent) / len(recent) / math.log(2):.3f} bits "
                 f"({time.time() - t0:.0f} s)",
                 file=log,
                 flush=True,

@@ -8,7 +8,10 @@ test in ``test_extrapolation_slow.py``.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +24,15 @@ from proofs_check.extrapolation.cli import main
 from proofs_check.extrapolation.data import (
     corpus_files,
     default_cache_dir,
-    heldout_windows,
     is_heldout,
     load_corpus,
+    window_ends,
 )
-from proofs_check.extrapolation.predictions import check_predictions
-from proofs_check.extrapolation.results import summarize_variant, write_json_atomic
+from proofs_check.extrapolation.experiment import QUICK, with_overrides
+from proofs_check.extrapolation.lossmodel import Z90, LossModel
+from proofs_check.extrapolation.predictions import check, register
+from proofs_check.extrapolation.results import bootstrap_mean, write_json_atomic
+from proofs_check.extrapolation.variants import parse_variant
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,100 +78,128 @@ def test_split_is_by_file_and_deterministic(corpus_root, tmp_path):
         len(files) - 1
     )  # each stream: its files joined by one separator byte (n_files - 1 per stream)
     assert REPO not in default_cache_dir().parents
+    # the spans locate each held-out file's bytes in the held-out stream, in order
+    assert len(c1.heldout_spans) == len(held)
+    for rel, (a, b) in zip(held, c1.heldout_spans, strict=True):
+        assert c1.heldout[a:b].tobytes() == (corpus_root / rel).read_bytes()
 
 
-def test_heldout_windows_are_paired_suffixes():
-    stream = np.arange(1000, dtype=np.uint8)
-    w = heldout_windows(stream, 99, 5)
-    assert w.shape == (5, 100)
-    assert np.array_equal(w[1], stream[200:300].astype(np.int64))
-    with pytest.raises(ValueError, match="held-out stream"):
-        heldout_windows(stream, 999, 2)
+def test_window_ends_spread_over_files_with_targets_inside():
+    spans = [(0, 50), (51, 400), (401, 420), (421, 900), (901, 1500), (1501, 2000)]
+    ends, files = window_ends(spans, 3, max_context=300, score_bytes=16)
+    # eligible: files of >= 17 bytes whose last byte is >= 300 -> 1..5; spread: 1, 3, 5
+    assert files.tolist() == [1, 3, 5]
+    for e, f in zip(ends.tolist(), files.tolist(), strict=True):
+        a, b = spans[f]
+        assert a <= e - 15 and e <= b - 1 and e >= 300  # targets inside, context available
+    assert ends.tolist() == sorted(ends.tolist())
+    again = window_ends(spans, 3, max_context=300, score_bytes=16)
+    assert np.array_equal(again[0], ends) and np.array_equal(again[1], files)
+    ends9, files9 = window_ends(spans, 9, max_context=300, score_bytes=16)
+    assert np.bincount(files9, minlength=6).tolist() == [0, 2, 2, 2, 2, 1]
+    assert len(set(ends9.tolist())) == 9  # several windows in a file are distinct
+    with pytest.raises(ValueError, match="no held-out file"):
+        window_ends(spans, 2, max_context=5000, score_bytes=16)
 
 
-def _fake_eval(bpb_l0, bpb_l1, m0, m1, exact0, exact1):
-    def entry(length, bpb, m, ex):
-        return {"length": length, "bpb": list(bpb), "window_mass": [[m]],
-                "distant_mass": [[1 - m]], "exact_window_mass": [ex],
-                "exact_distant_mass": [1 - ex]}
-
-    return {"lengths": [8, 64], "priors": [{"name": "nope", "params": {}, "class": "dilutes"}],
-            "per_length": [entry(8, bpb_l0, m0, exact0), entry(64, bpb_l1, m1, exact1)]}
-
-
-def test_summary_standard_errors_match_a_hand_computation():
-    a = _fake_eval([1.0, 2.0, 3.0], [1.5, 2.1, 3.6], 0.5, 0.1, 0.5, 0.12)
-    b = _fake_eval([1.0, 2.0, 3.0], [1.3, 2.3, 3.2], 0.4, 0.1, 0.5, 0.12)
-    s = summarize_variant([a, b])
-    d = np.array([[0.5, 0.1, 0.6], [0.3, 0.3, 0.2]])  # paired changes (seed, window)
-    last = s["per_length"][1]
-    assert last["change"] == pytest.approx(d.mean())
-    assert last["se_windows"] == pytest.approx(d.mean(0).std(ddof=1) / np.sqrt(3))
-    assert last["se_seeds"] == pytest.approx(d.mean(1).std(ddof=1) / np.sqrt(2))
-    assert last["se"] == max(last["se_windows"], last["se_seeds"])
-    assert s["distant_growth_measured"] == pytest.approx(0.9 - 0.55)
-
-
-def test_predictions_fail_for_a_model_that_does_not_degrade():
-    """Negative control: a diluting prior whose loss does not change must fail the
-    degradation prediction (the check is fed a wrong system, not a rescaled verdict)."""
-    flat = _fake_eval([2.0] * 4, [2.0, 2.01, 1.99, 2.0], 0.5, 0.1, 0.5, 0.12)
-    worse = _fake_eval([2.0] * 4, [2.5, 2.6, 2.4, 2.5], 0.5, 0.1, 0.5, 0.12)
-    for evals, want in (([flat, flat], False), ([worse, worse], True)):
-        res = {"variants": {"nope": summarize_variant(evals)}}
-        preds = {("change" if "change@Lmax" in p.claim else p.claim.split()[0]): p
-                 for p in check_predictions(res)}
-        assert preds["change"].claim.startswith("G > ")  # exact growth 0.38 > 0.1
-        assert preds["change"].holds is want
-        assert preds["window"].holds  # 0.4 lost > max(0.38 / 2, 3 se = 0)
+def test_bootstrap_se_matches_the_analytic_standard_errors():
+    """The two-way bootstrap against closed forms: independent windows (one per file,
+    one seed): se = sqrt((N-1)/N) sd / sqrt(N); windows that repeat within a file count
+    once per file (the naive window count would halve the error: the negative control);
+    seeds alone: sqrt((S-1)/S) sd_seeds / sqrt(S). Tolerance 6%: the standard error of a
+    2000-replicate bootstrap estimate of an se is about 1/sqrt(2 * 2000) = 1.6%."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 1, 64)
+    got = bootstrap_mean(x[None, :], list(range(64)))
+    want = np.sqrt(63 / 64) * x.std(ddof=1) / 8
+    assert abs(got["se"] / want - 1) < 0.06 and got["mean"] == pytest.approx(x.mean())
+    assert got["ci95"][0] < x.mean() < got["ci95"][1]
+    clustered = np.repeat(x[:16], 4)  # 16 files of 4 identical windows
+    got = bootstrap_mean(clustered[None, :], np.repeat(np.arange(16), 4).tolist())
+    want = np.sqrt(15 / 16) * x[:16].std(ddof=1) / 4
+    assert abs(got["se"] / want - 1) < 0.06
+    naive = clustered.std(ddof=1) / 8
+    assert got["se"] > 1.6 * naive  # counting windows would understate the error
+    seeds = rng.normal(0, 1, 5)
+    got = bootstrap_mean(np.repeat(seeds[:, None], 8, axis=1), list(range(8)))
+    want = np.sqrt(4 / 5) * seeds.std(ddof=1) / np.sqrt(5)
+    assert abs(got["se"] / want - 1) < 0.06
 
 
-def test_loss_prediction_follows_the_exact_growth_not_the_class():
-    """A summable prior whose exact distant mass grows by 0.3 over [L0, Lmax] (beyond
-    FLAT_GROWTH) is predicted to degrade: a model whose loss stays flat must fail that
-    claim, one whose loss grows must pass; with an exact growth of 0.02 the same flat
-    model must pass the 'holds' claim and the degrading one fail it."""
-    def summable(bpb_l1, exact1):
-        ev = _fake_eval([2.0] * 3, bpb_l1, 0.9, exact1, 0.9, exact1)
-        ev["priors"] = [{"name": "alibi", "params": {}, "class": "summable"}]
-        return ev
-
-    flat, worse = [2.0, 1.99, 2.01], [2.3, 2.29, 2.31]
-    for bpb_l1, exact1, start, want in ((flat, 0.6, "G > ", False), (worse, 0.6, "G > ", True),
-                                         (flat, 0.88, "G <= ", True),
-                                         (worse, 0.88, "G <= ", False)):
-        res = {"variants": {"alibi": summarize_variant([summable(bpb_l1, exact1)] * 2)}}
-        (loss,) = [p for p in check_predictions(res) if "change@Lmax" in p.claim]
-        assert loss.claim.startswith(start) and loss.holds is want, (exact1, loss)
+def _tiny_cfg(**kw):
+    base = with_overrides(QUICK, steps=3, n_windows=2, longest=256)
+    return with_overrides(base, **kw)
 
 
-def test_growth_prediction_fails_when_measured_mass_drifts_from_the_prior():
-    """Negative control for a summable prior: the exact growth is 0.02 (M 0.9 -> 0.88);
-    a model whose measured window mass falls 0.9 -> 0.6 must fail, 0.9 -> 0.87 must pass."""
-    def summable(m1):
-        ev = _fake_eval([2.0] * 3, [2.0, 1.99, 2.01], 0.9, m1, 0.9, 0.88)
-        ev["priors"] = [{"name": "alibi", "params": {}, "class": "summable"}]
-        return ev
+def _fake_variant(cfg, name, *, change=0.0, se=0.01, lost=0.0, lost_se=0.01, classes=None,
+                  accuracy=0.5):
+    v = parse_variant(name)
+    encs = v.constant_score_priors(cfg.n_heads, v.exponent(cfg.window, cfg.design_length))
+    per_length = []
+    for n in cfg.lengths:
+        mass = float(np.mean([float(e.window_mass(cfg.window, n)) for e in encs]))
+        per_length.append({"length": n, "change": change if n > cfg.train_length else 0.0,
+                           "se": se, "exact_window_mass": mass})
+    return {"per_length": per_length, "window_mass_lost": lost, "window_mass_lost_se": lost_se,
+            "classes": classes or sorted({e.classify().label for e in encs}),
+            "probe": [{"distances": [16, 64, 256, 1024, 2046], "accuracy": [accuracy] * 5}]}
 
-    for m1, want in ((0.6, False), (0.87, True)):
-        res = {"variants": {"alibi": summarize_variant([summable(m1), summable(m1)])}}
-        growth = [p for p in check_predictions(res) if "growth" in p.claim]
-        assert len(growth) == 1 and growth[0].holds is want
+
+def test_registered_mass_claims_can_fail():
+    """Negative controls: a diluting prior whose measured window mass does not fall, and a
+    summable one whose distant mass grows by 0.3, fail their registered claims."""
+    cfg = _tiny_cfg(variants=("nope", "logd-2", "margin-0.1"))
+    reg = register(cfg)
+    for lost_nope, lost_logd, lost_margin, want in ((0.2, 0.0, 0.05, True),
+                                                    (0.0, 0.3, 0.3, False)):
+        res = {"config": cfg.to_dict(), "variants": {
+            "nope": _fake_variant(cfg, "nope", change=0.5, lost=lost_nope),
+            "logd-2": _fake_variant(cfg, "logd-2", lost=lost_logd),
+            "margin-0.1": _fake_variant(cfg, "margin-0.1", lost=lost_margin)}}
+        verdicts = {v.id: v for v in check(reg, res)}
+        assert verdicts["nope/mass"].holds is want
+        assert verdicts["logd-2/mass"].holds is want
+        assert verdicts["margin-0.1/mass"].holds is want
+        assert verdicts["margin-0.1/mass"].bound == f"<= {0.1 + 0.03:.4f}"  # tol + 3 se
+        assert verdicts["nope/loss"].holds  # +0.5 > 3 se
 
 
-def test_ot_variants_are_checked_against_their_constant_score_prior():
-    """The causal OT variants get the diluting predictions of their CausalOTPrior (Theorem 2);
-    negative control: an OT model that keeps its window mass fails the mass claim."""
-    def ot(m1):
-        ev = _fake_eval([2.0] * 3, [2.5, 2.4, 2.6], 0.5, m1, 0.5, 0.12)
-        ev["priors"] = [{"name": "causal-ot", "params": {"rho": 0.3}, "class": "dilutes"}]
-        return ev
+def test_registered_loss_intervals_come_from_the_model_and_skip_fitted_points():
+    cfg = _tiny_cfg(variants=("logd-0.8", "logd-1.4"))
+    model = LossModel((0.0, 0.5, 0.0), ((1e-6, 0, 0), (0, 1e-6, 0), (0, 0, 1e-6)), 0.01,
+                      {"variants": ["logd-0.8"], "lengths": [128, 256]})
+    reg = register(cfg, loss_model=model)
+    ids = {c["id"] for c in reg["claims"]}
+    assert "logd-1.4/loss@128" in ids and "logd-0.8/loss@128" not in ids  # fitted: in sample
+    claim = next(c for c in reg["claims"] if c["id"] == "logd-1.4/loss@256")
+    lam = reg["priors"]["logd-1.4"]["dilution"]["256"]
+    assert claim["predicted"] == pytest.approx(0.5 * lam, rel=1e-12)
+    half = Z90 * np.hypot(claim["sd"], 0.01)
+    for offset, want in ((0.9 * half, True), (1.1 * half, False), (-1.1 * half, False)):
+        v = _fake_variant(cfg, "logd-1.4", change=claim["predicted"] + offset)
+        res = {"config": cfg.to_dict(), "variants": {"logd-1.4": v}}
+        verdict = next(x for x in check(reg, res) if x.id == "logd-1.4/loss@256")
+        assert verdict.holds is want, offset
 
-    for m1, want in ((0.1, True), (0.48, False)):
-        res = {"variants": {"ot-0.3": summarize_variant([ot(m1), ot(m1)])}}
-        preds = check_predictions(res)
-        assert len(preds) == 2 and preds[1].holds  # degrades: +0.5 bits/byte, G = 0.38
-        assert preds[0].claim.startswith("window mass lost") and preds[0].holds is want
+
+def test_rank_claims_follow_the_order_not_the_size():
+    cfg = _tiny_cfg(variants=("alibi", "logd-0.8", "logd-1.2", "logd-2"))
+    reg = register(cfg)
+    lam = {n: reg["priors"][n]["dilution"]["256"] for n in ("logd-0.8", "logd-1.2", "logd-2")}
+    for sign, want in ((1, True), (-1, False)):
+        res = {"config": cfg.to_dict(), "variants": {
+            n: _fake_variant(cfg, n, change=sign * 0.1 * lam.get(n, 0.0) + 1e-4 * k,
+                             accuracy=1.0 - 0.2 * k * sign)
+            for k, n in enumerate(("alibi", "logd-2", "logd-1.2", "logd-0.8"))}}
+        verdicts = {v.id: v for v in check(reg, res)}
+        assert verdicts["rank/loss"].holds is want
+
+
+def test_check_refuses_results_made_with_other_settings():
+    cfg = _tiny_cfg(variants=("nope", "alibi", "logd-2"))
+    res = {"config": {**cfg.to_dict(), "steps": 4}, "variants": {}}
+    with pytest.raises(ValueError, match="steps"):
+        check(register(cfg), res)
 
 
 def test_write_json_atomic_leaves_no_partial_file(tmp_path):
@@ -180,13 +214,22 @@ def test_write_json_atomic_leaves_no_partial_file(tmp_path):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["--seeds", "x"], "seeds must be integers"),
-        (["--seeds", "1,1"], "distinct"),
-        (["--variants", "bogus"], "variant must be one of"),
-        (["--steps", "0"], "must be >= 1"),
-        (["--device", "nonsense"], "--device"),
-        (["--device", "cuda"] if not torch.cuda.is_available() else ["--steps", "-1"], ""),
-        (["--unknown"], "unrecognized"),
+        (["run", "--seeds", "x"], "must be an integer"),
+        (["run", "--seeds", "1,1"], "distinct"),
+        (["run", "--variants", "bogus"], "variant must be one of"),
+        (["run", "--variants", "alibi,alibi"], "distinct"),
+        (["run", "--steps", "0"], "must be >= 1"),
+        (["run", "--device", "nonsense"], "--device"),
+        (["run", "--device", "cuda"] if not torch.cuda.is_available()
+         else ["run", "--steps", "-1"], ""),
+        (["run", "--unknown"], "unrecognized"),
+        (["run", "--preset", "quick", "--longest", "100"], "power of 2"),
+        (["run", "--preset", "quick", "--longest", "8192"], "max_context"),
+        (["run", "--registered", "/nonexistent/reg.json"], "--registered"),
+        (["register"], "required"),
+        (["fit", "--results", "/nonexistent/r.json", "--out", "m.json"], "does not exist"),
+        (["check", "--results", "/dev/zero", "--registered", "x.json"], "--registered"),
+        ([], "required"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, match, capsys):
@@ -196,59 +239,191 @@ def test_bad_input_is_one_line_and_exit_2(argv, match, capsys):
     assert match in err
 
 
-def test_end_to_end_tiny_run_on_cpu(corpus_root, tmp_path, capsys):
-    out, fig = tmp_path / "res.json", tmp_path / "fig7.png"
-    argv = ["--quick", "--variants", "alibi,nope", "--seeds", "0", "--steps", "3",
-            "--windows", "1", "--device", "cpu", "--corpus-root", str(corpus_root),
-            "--cache-dir", str(tmp_path / "cache"), "--details", "--out", str(out),
-            "--figure", str(fig)]
-    assert main(argv) == 0
-    res = json.loads(out.read_text())
-    assert res["device"] == "cpu" and fig.stat().st_size > 0
-    assert set(res["variants"]) == {"alibi", "nope"}
+def _refused_before_work(argv, tmp_path, capsys, match):
+    """``main(argv)`` exits 2 with one line naming the problem and has done no work: the
+    cache directory it was given was never created."""
+    cache = tmp_path / "never-created"
+    assert main([*argv, "--cache-dir", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m proofs_check.extrapolation: error")
+    assert match in err, err
+    assert not cache.exists()
+
+
+@pytest.mark.parametrize(
+    "option, value, match",
+    [
+        ("--figure", "fig.xyz", "--figure: cannot write 'fig.xyz': the name must end in"),
+        ("--figure", "", "--figure: empty path"),
+        ("--out", "", "--out: empty path"),
+        ("--out", "missing-dir/r.json", "missing-dir' does not exist"),
+        ("--out", ".", "--out: '.' is a directory, not a regular file"),
+        ("--out", "/proc/r.json", "cannot write in"),  # not writable, even by root
+        ("--device", "meta", "must be cpu or cuda"),
+    ],
+)
+def test_bad_output_or_device_is_refused_before_any_work(option, value, match, tmp_path,
+                                                         capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _refused_before_work(["run", "--preset", "quick", option, value], tmp_path, capsys, match)
+
+
+def test_cache_dir_naming_a_file_is_refused(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert main(["run", "--preset", "quick", "--cache-dir", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--cache-dir:" in err and "not a directory" in err
+    assert blocker.read_text() == "x"
+
+
+def _special_files(tmp_path):
+    """A FIFO, a dangling link and (where mknod is permitted) a character device made
+    here, so that a failing check could only ever replace these."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "nowhere")
+    out = [(fifo, stat.S_ISFIFO), (link, stat.S_ISLNK)]
+    try:
+        dev = tmp_path / "null-device"
+        os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        out.append((dev, stat.S_ISCHR))
+    except PermissionError:  # not root: the FIFO and the link still cover the check
+        pass
+    return out
+
+
+@pytest.mark.parametrize("option", ["--out", "--figure"])
+def test_special_files_are_never_replaced(option, tmp_path, capsys):
+    for path, is_kind in _special_files(tmp_path):
+        target = str(path) + ("" if option == "--out" or path.suffix else ".png")
+        if target != str(path):
+            os.rename(path, target)
+        _refused_before_work(["run", "--preset", "quick", option, target], tmp_path, capsys,
+                             f"{option}: ")
+        assert is_kind(os.lstat(target).st_mode)
+
+
+def test_atomic_writer_refuses_to_replace_a_fifo(tmp_path):
+    fifo = tmp_path / "r.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        write_json_atomic({"a": 1}, fifo, "--out")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+_COMMON = ["--preset", "quick", "--variants", "alibi,logd-2,logd-1.0,nope", "--seeds", "0",
+           "--steps", "3", "--windows", "2", "--longest", "256"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(corpus_root, tmp_path_factory):
+    """register, then run against the registration, on the generated corpus: one seed,
+    three training steps, two held-out windows, lengths 64..256 (the plumbing, not the
+    science: the science is the slow test and the committed runs)."""
+    tmp = tmp_path_factory.mktemp("run")
+    reg, out = tmp / "reg.json", tmp / "res.json"
+    assert main(["register", *_COMMON, "--out", str(reg)]) == 0
+    argv = ["run", *_COMMON, "--device", "cpu", "--corpus-root", str(corpus_root),
+            "--cache-dir", str(tmp / "cache"), "--registered", str(reg), "--out", str(out)]
+    assert main([*argv, "--details", "--figure", str(tmp / "fig7.png")]) == 0
+    return {"tmp": tmp, "reg": reg, "out": out, "argv": argv,
+            "results": json.loads(out.read_text())}
+
+
+def test_tiny_run_writes_the_paired_design(tiny_run):
+    res = tiny_run["results"]
+    assert res["device"] == "cpu" and (tiny_run["tmp"] / "fig7.png").stat().st_size > 0
+    assert set(res["variants"]) == {"alibi", "logd-2", "logd-1.0", "nope"}
     v = res["variants"]["alibi"]
-    assert [e["length"] for e in v["per_length"]] == [64, 128, 256, 512, 1024, 2048]
+    assert [e["length"] for e in v["per_length"]] == [64, 128, 256]
     assert v["classes"] == ["summable"] and res["variants"]["nope"]["classes"] == ["dilutes"]
-    printed = capsys.readouterr().out
-    assert "predictions" in res and "window W = 16" in printed and "bracket full" in printed
-    # a second run reuses the cached evaluations: identical numbers
-    assert main(argv[:-2]) == 0
-    assert json.loads(out.read_text())["variants"] == res["variants"]
-    # two worker processes (fresh cache) compute the same numbers as one process
-    out2 = tmp_path / "res2.json"
+    for e in v["per_length"]:  # the change is against the sliding baseline, per seed stored
+        got = np.mean(e["bpb_by_seed_window"]) - np.mean(v["baseline_bpb_by_seed_window"])
+        assert e["change"] == pytest.approx(got, abs=1e-12)
+        assert len(e["change_by_seed"]) == 1 and e["ci95"][0] <= e["change"] <= e["ci95"][1]
+    assert [p["length"] for p in v["probe"]] == [64, 2048]
+    assert v["probe"][1]["distances"] == [16, 64, 256, 1024, 2046]
+    assert res["windows"]["distinct_files"] >= 1 and len(res["windows"]["ends"]) == 2
+    verdicts = res["registered"]["verdicts"]
+    assert {d["id"] for d in verdicts} >= {"alibi/mass", "nope/mass", "nope/loss",
+                                           "rank/loss", "rank/retrieval"}
+    digest = hashlib.sha256(tiny_run["reg"].read_bytes()).hexdigest()
+    assert res["registered"]["sha256"] == digest
+
+
+def test_cache_reuse_longer_lengths_and_parallel_runs_agree(tiny_run, tmp_path):
+    argv, out = tiny_run["argv"], tiny_run["out"]
+    runs = tiny_run["tmp"] / "cache" / "runs"
+    ckpts = {p: p.stat().st_mtime_ns for p in runs.glob("*/ckpt.pt")}
+    assert main(argv) == 0  # everything cached: the same numbers, nothing trained
+    assert json.loads(out.read_text())["variants"] == tiny_run["results"]["variants"]
+    longer = [a if a != "256" else "512" for a in argv]
+    longer = [*longer[: longer.index("--registered")], "--out", str(tmp_path / "long.json")]
+    assert main(longer) == 0  # one more length: evaluated, not retrained
+    assert {p: p.stat().st_mtime_ns for p in runs.glob("*/ckpt.pt")} == ckpts
+    long = json.loads((tmp_path / "long.json").read_text())["variants"]["logd-1.0"]
+    short = tiny_run["results"]["variants"]["logd-1.0"]
+    assert [e["length"] for e in long["per_length"]] == [64, 128, 256, 512]
+    assert long["per_length"][:3] == short["per_length"]
     cut = argv.index("--cache-dir")
-    argv2 = [*argv[:cut], "--cache-dir", str(tmp_path / "cache2"), "--jobs", "2",
-             "--out", str(out2)]
-    assert main(argv2) == 0
-    assert json.loads(out2.read_text())["variants"] == res["variants"]
-    # --cached-only summarises the finished runs only: seed 1 was never trained
-    argv3 = [*argv[:-2], "--seeds", "0,1", "--cached-only"]
-    assert main(argv3) == 0
-    part = json.loads(out.read_text())
+    par = [*argv[:cut], "--cache-dir", str(tmp_path / "cache2"), "--jobs", "2",
+           "--out", str(tmp_path / "par.json")]
+    assert main(par) == 0  # two worker processes, fresh cache: the same numbers
+    got = json.loads((tmp_path / "par.json").read_text())["variants"]
+    assert got == tiny_run["results"]["variants"]
+    only = [a if a != "0" else "0,1" for a in argv[: argv.index("--registered")]]
+    only += ["--cached-only", "--out", str(tmp_path / "part.json")]
+    assert main(only) == 0  # seed 1 was never trained: a partial summary of seed 0
+    part = json.loads((tmp_path / "part.json").read_text())
     assert part["partial"] is True and part["variants"]["alibi"]["seed_list"] == [0]
-    assert part["variants"]["alibi"]["per_length"] == res["variants"]["alibi"]["per_length"]
+
+
+def test_fit_then_register_then_check(tiny_run, tmp_path, capsys):
+    model = tmp_path / "model.json"
+    assert main(["fit", "--results", str(tiny_run["out"]), "--out", str(model)]) == 0
+    fitted = json.loads(model.read_text())
+    assert fitted["fitted_on"]["variants"] == ["alibi", "logd-1.0", "logd-2"]  # file order
+    assert fitted["fitted_on"]["lengths"] == [128, 256]
+    reg2 = tmp_path / "reg2.json"
+    common = [a if a != "256" else "512" for a in _COMMON]
+    assert main(["register", *common, "--loss-model", str(model), "--out", str(reg2)]) == 0
+    claims = {c["id"]: c for c in json.loads(reg2.read_text())["claims"]}
+    assert "logd-1.0/loss@512" in claims and "logd-1.0/loss@256" not in claims
+    capsys.readouterr()
+    assert main(["check", "--results", str(tiny_run["out"]), "--registered",
+                 str(tiny_run["reg"])]) == 0
+    printed = capsys.readouterr().out
+    assert "registered predictions" in printed and "rank/loss" in printed
+    # a registration of other settings is refused before the run
+    assert main([*tiny_run["argv"][:-2], "--steps", "4", "--registered", str(reg2)]) == 2
 
 
 def test_module_runs_as_a_script():
     proc = subprocess.run(
-        [sys.executable, "-m", "proofs_check.extrapolation", "--seeds", "-3"],
+        [sys.executable, "-m", "proofs_check.extrapolation", "run", "--seeds", "-3"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
 
 
-def test_fig7_draws_the_committed_quick_results_on_a_paper_column():
+def test_fig7_colours_follow_names_and_panels_group_families(tiny_run):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from proofs_check.extrapolation.figure import fig7_data, load_results, plot_fig7
+    from proofs_check.extrapolation.figure import fig7_data, plot_fig7, variant_colour
 
-    data = fig7_data(load_results(REPO / "benchmarks" / "extrapolation_quick.json"))
-    fig = Figure(figsize=(3.5, 5.2), layout="constrained")
+    res = tiny_run["results"]
+    data = fig7_data(res)
+    shuffled = {**res, "variants": dict(reversed(list(res["variants"].items())))}
+    assert fig7_data(shuffled)["variants"] == data["variants"]  # order does not matter
+    assert data["variants"]["alibi"]["colour"] == variant_colour("alibi")
+    assert variant_colour("alibi") != variant_colour("alibi-x0.25")
+    fig = Figure(figsize=(3.5, 7), layout="constrained")
     FigureCanvasAgg(fig)
     plot_fig7(data, fig)
-    ax_l, ax_m = fig.axes
-    assert ax_l.get_position().y0 > ax_m.get_position().y0  # stacked on a narrow figure
-    assert len(ax_m.lines) == 2 * len(data["variants"])  # measured and exact per prior
-    for d in data["variants"].values():
-        assert d["change"][0] == 0.0 and len(d["length"]) == len(d["window_mass"])
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert any(t.startswith("(a)") for t in titles) and any(t.startswith("(c)") for t in titles)
+    assert sum(t.startswith("(b)") for t in titles) == 4  # one panel per family
