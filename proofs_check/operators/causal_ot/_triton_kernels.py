@@ -390,13 +390,21 @@ def _online_add(m, total, v, mask, zero):
 
 
 @triton.jit
+def _chunk_live(s_row, offs, m, rmax):
+    """``(in the row, live, raw scores)`` at keys ``offs`` of a long row: live keys have a
+    finite score that does not underflow against the row maximum ``rmax``."""
+    mk = offs < m
+    raw = tl.load(s_row + offs, mask=mk, other=-float("inf"))
+    live = mk & (raw == raw) & (tl.abs(raw) < float("inf")) & (raw - rmax > -float("inf"))
+    return mk, live, raw
+
+
+@triton.jit
 def _chunk(s_row, col, offs, m, rmax, zero):
     """A chunk of a long row at keys ``offs``: ``(in the row, live, shifted scores, has mass,
     log C)``, as ``_forward_kernel`` makes them for a whole row."""
-    mk = offs < m
-    raw = tl.load(s_row + offs, mask=mk, other=-float("inf"))
+    mk, live, raw = _chunk_live(s_row, offs, m, rmax)
     cc = tl.load(col + offs, mask=mk, other=0.0)
-    live = mk & (raw == raw) & (tl.abs(raw) < float("inf")) & (raw - rmax > -float("inf"))
     s = tl.where(live, raw - rmax, zero)
     old = live & (cc > 0.0)
     log_c = tl.where(old, tl.log(tl.where(old, cc, zero + 1.0)), -float("inf"))
@@ -522,9 +530,7 @@ def _chunked_row(
     total = zs
     for c in range(0, m, BLOCK):
         offs = c + arange
-        mk = offs < m
-        raw = tl.load(s_row + offs, mask=mk, other=-float("inf"))
-        live = mk & (raw == raw) & (tl.abs(raw) < inf) & (raw - rmax > -inf)
+        mk, live, _ = _chunk_live(s_row, offs, m, rmax)
         x = tl.load(x_buf + offs, mask=mk, other=0.0)
         r = tl.load(r_buf + offs, mask=mk, other=0.0)
         ginv = tl.load(g_buf + offs, mask=mk, other=0.0)
@@ -586,9 +592,7 @@ def _chunked_safeguarded(
         slope = zs
         for c in range(0, m, BLOCK):
             offs = c + arange
-            mk = offs < m
-            raw = tl.load(s_row + offs, mask=mk, other=-float("inf"))
-            live = mk & (raw == raw) & (tl.abs(raw) < inf) & (raw - rmax > -inf)
+            mk, live, _ = _chunk_live(s_row, offs, m, rmax)
             x = tl.load(x_buf + offs, mask=mk, other=0.0)
             ginv = tl.load(g_buf + offs, mask=mk, other=0.0)
             slope += tl.sum(tl.where(live, tl.exp(x - u) * ginv, zero), axis=0)
