@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The CUDA measurements of the operator, as one script of a few minutes on a machine with a
+# GPU (README, "Causal OT attention on the GPU"): the cuda-marked tests, the benchmark's
+# operators_cuda area, the theorem report on CUDA beside the same report on this machine's
+# CPU, and the training time of the extrapolation experiment's ot-0.3 variant beside
+# alibi's at the same settings (the last progress line of a run gives its training time).
+# Everything is written under OUTDIR.
+#
+#   benchmarks/cuda_check.sh OUTDIR
+set -euo pipefail
+if [ "$#" -ne 1 ]; then
+    echo "usage: benchmarks/cuda_check.sh OUTDIR" >&2
+    exit 2
+fi
+out=$1
+mkdir -p "$out"
+python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null || {
+    echo "cuda_check.sh: no CUDA device" >&2
+    exit 2
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt" || true
+
+seconds() { # seconds NAME COMMAND...: run COMMAND, keep its output and its wall time
+    local name=$1 start ms rc=0
+    shift
+    start=$(date +%s%N)
+    "$@" > "$out/$name.txt" 2>&1 || rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    printf '%s\t%d.%03d s\texit %d\n' "$name" $((ms / 1000)) $((ms % 1000)) "$rc" \
+        | tee -a "$out/times.tsv"
+}
+
+seconds pytest_cuda python -m pytest -q -m cuda tests/proofs_check
+seconds benchmarks_cuda python -m benchmarks --only operators_cuda --out "$out/results_cuda.json"
+seconds report_cuda_float64 python -m proofs_check --device cuda --dtype float64
+seconds report_cuda_float32 python -m proofs_check --device cuda --dtype float32
+seconds report_cpu_float64 python -m proofs_check --device cpu --dtype float64
+for v in alibi ot-0.3; do
+    seconds "train_$v" python -m proofs_check.extrapolation run --preset quick --variants "$v" \
+        --seeds 0 --steps 200 --longest 256 --device cuda --cache-dir "$out/cache" \
+        --out "$out/extrapolation_$v.json"
+done
+cat "$out/times.tsv"
+# the training time alone (evaluation excluded): the last progress line of each run
+grep -h "step 200/200" "$out"/train_*.txt
