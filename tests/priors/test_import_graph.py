@@ -1,4 +1,5 @@
-"""The import graph of ``priors`` has no cycle, lazy imports inside functions included.
+"""The import graphs of ``priors`` and ``proofs_check`` have no cycle, lazy imports inside
+functions included.
 
 The graph is read from the source (``ast``), not from ``sys.modules``: an import inside a
 function counts, since it ties the two modules as much as one at the top. A negative
@@ -86,6 +87,12 @@ def test_priors_has_no_import_cycle():
     graph = import_graph(ROOT, "priors")
     assert "priors.classify" in graph and "priors.margin.select" in graph  # it read them
     assert graph["priors.encodings.base"] >= {"priors.classify", "priors.validation"}
+    assert cycles(graph) == []
+
+
+def test_proofs_check_has_no_import_cycle():
+    graph = import_graph(ROOT, "proofs_check")
+    assert "proofs_check.operators.causal_ot" in graph["proofs_check.theorems.system"]  # read
     assert cycles(graph) == []
 
 
