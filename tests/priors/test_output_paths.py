@@ -175,6 +175,31 @@ def test_read_only_directory_is_refused(tmp_path):
         ro.chmod(0o700)
 
 
+def test_directory_refusing_a_new_file_is_refused_for_any_user(tmp_path, monkeypatch):
+    """The refusal path of a directory where no file can be created, reached as root too:
+    the creation of the probe file fails as it does in a read-only directory or mount."""
+    import errno
+
+    import priors.cli
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_open = os.open
+
+    def deny(path, flags, *args):
+        if os.path.dirname(os.fspath(path)) == str(ro) and flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(priors.cli.os, "open", deny)
+    with pytest.raises(PathError, match=r"cannot write in .*Permission denied"):
+        check_output_file(ro / "x.json", "path")
+    with pytest.raises(PathError, match="cannot write in"):
+        check_output_dir(ro, "path")
+    assert list(ro.iterdir()) == []
+    assert check_output_file(tmp_path / "x.json", "path").name == "x.json"  # others still pass
+
+
 def test_suffix_must_be_one_the_writer_produces(tmp_path):
     with pytest.raises(PathError, match=r"must end in \.png or \.pdf"):
         check_output_file(tmp_path / "fig.xyz", "--plot", suffixes=(".png", "pdf"))
