@@ -118,11 +118,13 @@ class Corpus:
     python: str
     root: str
     heldout_spans: tuple[tuple[int, int], ...] = ()
+    stdlib: bool = True
 
     def describe(self) -> dict[str, object]:
         """JSON-friendly summary for the results file."""
         return {
-            "source": "standard-library .py files of the running Python (sysconfig stdlib)",
+            "source": ("standard-library .py files of the running Python (sysconfig stdlib)"
+                       if self.stdlib else ".py files under root (--corpus-root)"),
             "root": self.root,
             "python": self.python,
             "fingerprint": self.fingerprint,
@@ -192,6 +194,7 @@ def load_corpus(
         python=sys.version.split()[0],
         root=str(Path(root) if root is not None else sysconfig.get_paths()["stdlib"]),
         heldout_spans=tuple(spans),
+        stdlib=root is None,
     )
 
 

@@ -82,6 +82,9 @@ def test_split_is_by_file_and_deterministic(corpus_root, tmp_path):
     assert len(c1.heldout_spans) == len(held)
     for rel, (a, b) in zip(held, c1.heldout_spans, strict=True):
         assert c1.heldout[a:b].tobytes() == (corpus_root / rel).read_bytes()
+    # the results say which corpus: this root, not the standard library
+    assert c1.describe()["root"] == str(corpus_root)
+    assert "--corpus-root" in c1.describe()["source"]
 
 
 def test_window_ends_spread_over_files_with_targets_inside():
