@@ -196,7 +196,11 @@ def _print_readme(out: Path) -> int:
     results = read_json_file(out, "--out", limit=RESULTS_LIMIT, shape=RESULTS_SHAPE)
     if not results:
         raise UsageError(f"--readme: no benchmark results in {echo(str(out))}")
-    emit(readme_block(results))
+    try:
+        block = readme_block(results)
+    except ValueError as exc:
+        raise UsageError(f"--readme: {echo(str(out))}: {exc}") from None
+    emit(block)
     return 0
 
 

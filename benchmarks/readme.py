@@ -173,14 +173,35 @@ def _end_to_end(rows: Sequence[Row]) -> list[str]:
                     [[_command(r["command"]), seconds(r["median_s"])] for r in rows])]
 
 
+def _diagnose_size(r: Row) -> str:
+    if "layers" in r:
+        return f"{r['layers']} layers x {r['heads']} heads, l = {r['length']}"
+    if "lengths" in r:
+        return f"{r['heads']} heads x {r['lengths']} lengths"
+    if "length" in r:
+        return f"{r['heads']} heads, l = {r['length']}"
+    return f"{r['heads']} heads" if "heads" in r else ""
+
+
+def _diagnose_time(r: Row) -> str:
+    t = seconds(r["median_s"])
+    return f"{t} ({seconds(r['cpu_s'])} CPU)" if "cpu_s" in r else t
+
+
 def _diagnose(rows: Sequence[Row]) -> list[str]:
     timed = [r for r in rows if "median_s" in r]
-    runs = max((r.get("runs", 0) for r in timed), default=0)
-    return [f"`priors.diagnose` in-process on generated configs (median of {runs} runs); "
-            "`naive-one-head-1e6` sums one ALiBi head's distant mass directly to 1e6:", "",
-            *_table(["case", "heads x lengths", "time"],
-                    [[f"`{r['case']}`", f"{r['heads']} x {r['lengths']}",
-                      seconds(r["median_s"])] for r in timed])]
+    ratios = [r for r in rows if "ratio" in r]
+    lines = ["`priors.diagnose` on generated configs and synthetic attention, in-process "
+             "(`naive-*` rows compute the same by direct summation or a row-by-row loop; "
+             "`tiny-measure` is `python -m priors.diagnose DIR --measure` in a fresh "
+             "interpreter, beside one that only imports torch and transformers):", "",
+             *_table(["case", "size", "runs", "time (median)"],
+                     [[f"`{r['case']}`", _diagnose_size(r), str(r.get("runs", 1)),
+                       _diagnose_time(r)] for r in timed])]
+    if ratios:
+        lines += ["", "Ratios: " + "; ".join(
+            f"{r['case'].removeprefix('ratio ')}: {sig3(r['ratio'])}" for r in ratios) + "."]
+    return lines
 
 
 def _operators_cuda(rows: Sequence[Row]) -> list[str]:
@@ -222,7 +243,8 @@ AREAS: dict[str, Callable[[Sequence[Row]], list[str]]] = {
 def render(results: Mapping[str, Any]) -> str:
     """The performance tables (Markdown, without the markers) from parsed results.
 
-    ``ValueError`` when ``results`` has no ``areas`` mapping (not a results file).
+    ``ValueError`` when ``results`` has no ``areas`` mapping (not a results file) or an
+    area holds a row its table cannot be made from (a missing or mistyped field).
     """
     areas = results.get("areas") if isinstance(results, Mapping) else None
     if not isinstance(areas, Mapping):
@@ -233,7 +255,11 @@ def render(results: Mapping[str, Any]) -> str:
              "significant digits (min, max and repeats are in the results file)."]
     for area, rows in areas.items():
         if area in AREAS and rows:
-            lines += ["", *AREAS[area](rows)]
+            try:
+                lines += ["", *AREAS[area](rows)]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"results: a row of area {area!r} cannot be rendered "
+                                 f"({type(exc).__name__}: {exc})") from None
     return "\n".join(lines)
 
 

@@ -102,9 +102,38 @@ def test_readme_option_prints_the_block_and_runs_nothing(tmp_path, capsys):
     assert bench_main.main(["--readme", "--out", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.strip() == readme_block(results)
-    assert _cells(out, "`t5-base`") == ["`t5-base`", "24 x 5", "60.2 ms"]
+    assert _cells(out, "`t5-base`") == ["`t5-base`", "24 heads x 5 lengths", "7", "60.2 ms"]
     assert json.loads(path.read_text()) == results  # read, never rewritten
     assert bench_main.main(["--readme", "--out", str(tmp_path / "missing.json")]) == 2
+
+
+def test_diagnose_rows_of_every_kind_render():
+    rows = [{"benchmark": "diagnose", "case": "bracket-check-32x32x4096", "median_s": 15.99,
+             "runs": 1, "layers": 32, "heads": 32, "length": 4096, "cpu_s": 24.92},
+            {"benchmark": "diagnose", "case": "naive-bracket-check-one-head",
+             "median_s": 0.1451, "runs": 1, "heads": 1, "length": 4096},
+            {"benchmark": "diagnose", "case": "import torch + transformers", "median_s": 8.32,
+             "runs": 5},
+            {"benchmark": "diagnose", "case": "ratio tiny-measure / import", "ratio": 1.0347}]
+    text = render(_results(diagnose=rows))
+    # 15.99 s -> 16.0 s and 24.92 s -> 24.9 s (3 significant digits, the zero kept)
+    assert _cells(text, "`bracket-check-32x32x4096`")[1:] == [
+        "32 layers x 32 heads, l = 4096", "1", "16.0 s (24.9 s CPU)"]
+    assert _cells(text, "`naive-bracket-check-one-head`")[1:] == ["1 heads, l = 4096", "1",
+                                                                   "145 ms"]
+    assert _cells(text, "`import torch + transformers`")[1:] == ["", "5", "8.32 s"]
+    assert "Ratios: tiny-measure / import: 1.03." in text
+
+
+def test_a_row_the_table_cannot_be_made_from_is_refused_by_area(tmp_path, capsys):
+    results = _results(diagnose=[{"heads": 24, "lengths": 5, "median_s": 0.06}])  # no case
+    with pytest.raises(ValueError, match=r"area 'diagnose' cannot be rendered.*case"):
+        render(results)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    assert bench_main.main(["--readme", "--out", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "diagnose" in err and len(err.strip().splitlines()) == 1
 
 
 def test_cuda_operator_rows_render_with_their_device():
