@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA measurements of the operator, as one script of a few minutes on a machine with a
-# GPU (README, "Causal OT attention on the GPU"): the cuda-marked tests, the benchmark's
+# GPU (the README's paragraph on the CUDA path): the cuda-marked tests, the benchmark's
 # operators_cuda area, the theorem report on CUDA beside the same report on this machine's
 # CPU, and the training time of the extrapolation experiment's ot-0.3 variant beside
 # alibi's at the same settings (the last progress line of a run gives its training time).
