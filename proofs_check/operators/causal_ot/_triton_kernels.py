@@ -210,6 +210,20 @@ def _stall(bound, best, stall, zeta, eps):
 
 
 @triton.jit
+def _start_zeta(p_old, p_new, log_e, omr):
+    """The row's starting ``zeta``: ``log(e^p_old + e^p_new)``, then three Newton steps on
+    ``e^{p_old - zeta} + e^{log_e - (1 - rho) zeta} = 1`` (``omr = 1 - rho``)."""
+    hi = tl.maximum(p_old, p_new)
+    zeta = hi + tl.log(1.0 + tl.exp(tl.minimum(p_old, p_new) - hi))
+    for _k in range(3):
+        m_old = tl.exp(p_old - zeta)
+        m_new = tl.exp(log_e - omr * zeta)
+        tot = m_old + m_new
+        zeta = zeta + tl.log(tot) * tot / (m_old + omr * m_new)
+    return zeta
+
+
+@triton.jit
 def _row_start(s, log_c, old, fresh, omr, kappa, zero):
     """``zeta`` of the closed-form start: three scalar Newton steps on
     ``log(e^{P - zeta} + E e^{-(1-rho) zeta}) = 0``, ``E = sum_fresh e^{(1-rho) s_f}``.
@@ -225,14 +239,7 @@ def _row_start(s, log_c, old, fresh, omr, kappa, zero):
     p_old = qm0 + tl.log(s_old)
     p_new = tl.log(s_new)
     log_e = tl.log(e_new)
-    hi = tl.maximum(p_old, p_new)
-    zeta = hi + tl.log(1.0 + tl.exp(tl.minimum(p_old, p_new) - hi))
-    for _k in range(3):
-        m_old = tl.exp(p_old - zeta)
-        m_new = tl.exp(log_e - omr * zeta)
-        tot = m_old + m_new
-        zeta = zeta + tl.log(tot) * tot / (m_old + omr * m_new)
-    return zeta
+    return _start_zeta(p_old, p_new, log_e, omr)
 
 
 @triton.jit
@@ -470,13 +477,7 @@ def _chunked_row(
     p_old = mq - rmax + tl.log(sq)
     p_new = mf - rmax + tl.log(sf)
     log_e = mf2 - omr * rmax + tl.log(se)
-    hi = tl.maximum(p_old, p_new)
-    zeta = hi + tl.log(1.0 + tl.exp(tl.minimum(p_old, p_new) - hi))
-    for _k in range(3):
-        m_old = tl.exp(p_old - zeta)
-        m_new = tl.exp(log_e - omr * zeta)
-        tot = m_old + m_new
-        zeta = zeta + tl.log(tot) * tot / (m_old + omr * m_new)
+    zeta = _start_zeta(p_old, p_new, log_e, omr)
     # the joint Newton iteration, one pass per step
     n_fast = tl.minimum(fast_steps, max_iter)
     step = inf
