@@ -2,8 +2,9 @@
 # The CUDA measurements of the operator, as one script of a few minutes on a machine with a
 # GPU (the README's paragraph on the CUDA path): the cuda-marked tests, the benchmark's
 # operators_cuda area, the theorem report on CUDA beside the same report on this machine's
-# CPU, and the training time of the extrapolation experiment's ot-0.3 variant beside
-# alibi's at the same settings (the last progress line of a run gives its training time).
+# CPU, the training time of the extrapolation experiment's ot-0.3 variant beside alibi's at
+# the same settings, and 200 steps of the gpu preset (the last progress line of a run gives
+# its training time).
 # Everything is written under OUTDIR.
 #
 #   benchmarks/cuda_check.sh OUTDIR
@@ -40,6 +41,11 @@ for v in alibi ot-0.3; do
         --seeds 0 --steps 200 --longest 256 --device cuda --cache-dir "$out/cache" \
         --out "$out/extrapolation_$v.json"
 done
+# one run of the gpu preset's model and training length, 200 of its 4000 steps: what a
+# step costs, to size that preset's 108 runs against the time a GPU is lent for
+seconds train_gpu_preset_alibi python -m proofs_check.extrapolation run --preset gpu \
+    --variants alibi --seeds 0 --steps 200 --windows 8 --longest 1024 --device cuda \
+    --cache-dir "$out/cache" --out "$out/extrapolation_gpu_preset_alibi.json"
 cat "$out/times.tsv"
 # the training time alone (evaluation excluded): the last progress line of each run
 grep -h "step 200/200" "$out"/train_*.txt
