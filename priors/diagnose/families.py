@@ -57,7 +57,7 @@ _ROPE_KEYS = (
     "rotary_emb_base", "partial_rotary_factor",
 )
 _LAYER_KEYS = ("n_layer", "num_hidden_layers", "n_layers", "num_layers")
-_HEAD_KEYS = ("n_head", "num_attention_heads", "n_heads", "num_heads")
+_HEAD_KEYS = ("n_head", "num_attention_heads", "n_heads", "num_heads", "attention_heads")
 
 
 def _text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str | None]:

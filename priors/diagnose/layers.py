@@ -154,12 +154,15 @@ def _smollm3(cfg: dict[str, Any], n: int) -> tuple[list[Layer], str]:
 def _defaults(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
     """The layer pattern the family's configuration class computes without ``layer_types``."""
     if mt in ("qwen2", "qwen3"):
-        use, span = boolean(cfg, "use_sliding_window", False), _window(cfg, 4096)
+        use = boolean(cfg, "use_sliding_window", False)
+        span = _window(cfg, 4096) if use else None  # dropped by the configuration class
         first = integer(cfg, "max_window_layers", 28)
         return (_pattern(n, lambda i: use and i >= first, span),
                 f"use_sliding_window = {use}, layers >= max_window_layers = {first}")
     if mt == "qwen2_moe":
-        use, span = boolean(cfg, "use_sliding_window", False), _window(cfg, 4096)
+        # without use_sliding_window the configuration class stores sliding_window = 0
+        use = boolean(cfg, "use_sliding_window", False)
+        span = _window(cfg, 4096) if use else None
         first = integer(cfg, "max_window_layers", 28)
         return (_pattern(n, lambda i: use and (i + 1) % 2 and i < first, span),
                 f"use_sliding_window = {use}, every other layer below max_window_layers = "
@@ -190,15 +193,17 @@ def _defaults(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
 def layer_plan(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
     """Each of the ``n`` layers' key sets for the family ``mt``, and how they were found
     (empty when every layer is full)."""
+    if boolean(cfg, "use_bidirectional_attention", False):
+        # Gemma, Gemma 2, Gemma 3: attention modules built with is_causal = False (SDPA,
+        # flash) or a bidirectional mask (Gemma 3)
+        raise ValueError(f"{mt} with use_bidirectional_attention is bidirectional (an "
+                         "embedding model): Theorem 3 is about causal attention rows")
     if mt == "gpt_neo":
         return _gpt_neo(cfg, n)
     if mt in ("llama4", "llama4_text"):
         return _llama4(cfg, n)
     if mt == "smollm3":
         return _smollm3(cfg, n)
-    if mt in ("gemma3", "gemma3_text") and boolean(cfg, "use_bidirectional_attention", False):
-        raise ValueError(f"{mt} with use_bidirectional_attention is bidirectional (an "
-                         "embedding model): Theorem 3 is about causal attention rows")
     if mt in EVERY_LAYER:
         if mt == "qwen3_moe" and not boolean(cfg, "use_sliding_window", False):
             return [Layer("full")] * n, ""
@@ -212,10 +217,11 @@ def layer_plan(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
         return [Layer("sliding", span)] * n, how
     if mt in LAYER_TYPES:
         if cfg.get("layer_types") is not None:
-            span = _window(cfg)
-            if mt in ("qwen2", "qwen3", "qwen2_moe") and not boolean(
-                    cfg, "use_sliding_window", False):
-                span = None  # the configuration class drops the window then
+            # Qwen's configuration classes drop the window (Qwen2-MoE stores 0) without
+            # use_sliding_window: it is not read then
+            qwen_off = mt in ("qwen2", "qwen3", "qwen2_moe") and not boolean(
+                cfg, "use_sliding_window", False)
+            span = None if qwen_off else _window(cfg)
             return _from_layer_types(cfg, n, span, None), "from layer_types"
         return _defaults(cfg, mt, n)
     window = cfg.get("sliding_window")

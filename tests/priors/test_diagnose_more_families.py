@@ -1,0 +1,111 @@
+"""More families and variants against the models' own code (transformers 5.24).
+
+As in ``test_diagnose_families.py``: a tiny random model built with transformers' own
+classes (no download), query and key projections zeroed, eager attention with
+``output_attentions=True``. With no content, row ``i`` of a layer's attention is exactly
+the prior the model applies over the keys it lets the row see; the diagnosis's prior for
+the same (layer, head), normalised the same way, must equal it.
+
+Where the model's own code says a layer is not causal (``is_causal = False`` on its
+attention modules, and an output at position 0 that moves with a later token), the
+diagnosis must refuse rather than print a causal class.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from test_diagnose_families import _BASE, _content_free, _worst  # noqa: E402
+
+from priors.diagnose import diagnose  # noqa: E402
+from priors.diagnose.__main__ import main  # noqa: E402
+
+N = 48  # rows up to 48 keys: every row of a full layer checked against 1/k
+
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    with torch.no_grad():
+        yield
+
+
+def _saved(tmp_path, cfg, drop: tuple[str, ...] = ()) -> str:
+    """``cfg`` as transformers saves it, optionally without some keys (an older config)."""
+    cfg.save_pretrained(tmp_path)
+    path = os.path.join(tmp_path, "config.json")
+    with open(path) as fh:
+        data = json.load(fh)
+    for key in drop:
+        data.pop(key, None)
+    with open(path, "w") as fh:
+        json.dump(data, fh)
+    return str(tmp_path)
+
+
+def _attentions(cfg) -> tuple:
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    return _content_free(model.eval())(torch.arange(N)[None] % 64,
+                                       output_attentions=True).attentions
+
+
+@pytest.mark.parametrize("drop", [(), ("layer_types",)])
+def test_qwen2_moe_without_sliding_window_is_full_attention(drop, tmp_path):
+    """Qwen2-MoE's configuration stores ``sliding_window = 0`` when ``use_sliding_window``
+    is false (every config transformers 5.24 saves for it): the window is off, every layer
+    full, and the diagnosis must read it so, not refuse the 0."""
+    cfg = transformers.Qwen2MoeConfig(**_BASE, num_experts=2, num_experts_per_tok=1,
+                                      moe_intermediate_size=32,
+                                      shared_expert_intermediate_size=32)
+    path = _saved(tmp_path, cfg, drop)
+    with open(os.path.join(path, "config.json")) as fh:
+        assert json.load(fh)["sliding_window"] == 0  # the case under test
+    att = _attentions(cfg)
+    r = diagnose(path, window=4, lengths=[N])
+    # float32 weights 1/k against exact 1/k: relative 2^-24, rounded up to 1e-6
+    assert _worst(att, r.heads, N) <= 1e-6
+    assert all(res.prior.encoding.name == "nope" for res in r.heads)
+
+
+def test_xglm_heads_are_read_from_attention_heads(tmp_path):
+    """XGLM stores its head and layer counts as ``attention_heads`` / ``num_layers``
+    (its config's ``attribute_map``): the diagnosis must find them and give the model's
+    own (uniform) prior on every head."""
+    cfg = transformers.XGLMConfig(vocab_size=64, d_model=32, num_layers=2, attention_heads=4,
+                                  ffn_dim=64, max_position_embeddings=256)
+    att = _attentions(cfg)
+    r = diagnose(_saved(tmp_path, cfg), window=4, lengths=[N])
+    assert (r.model.num_layers, r.model.num_heads) == (len(att), att[0].shape[1])
+    assert _worst(att, r.heads, N) <= 1e-6  # float32 1/k, as above
+
+
+@pytest.mark.parametrize("mt", ["gemma", "gemma2"])
+def test_bidirectional_gemma_is_refused(mt, tmp_path, capsys):
+    """Gemma and Gemma 2 with ``use_bidirectional_attention`` (embedding models) build
+    non-causal attention modules; Gemma's default SDPA path then lets position 0 see the
+    last token. No causal class may be printed for them: one line, exit status 2."""
+    cfg = transformers.AutoConfig.for_model(mt, **_BASE, use_bidirectional_attention=True)
+    torch.manual_seed(0)
+    impl = "sdpa" if mt == "gemma" else "eager"  # Gemma 2 has no SDPA path
+    model = transformers.AutoModel.from_config(cfg, attn_implementation=impl).eval()
+    assert all(not layer.self_attn.is_causal for layer in model.layers)
+    if mt == "gemma":
+        ids = torch.arange(10)[None] % 64
+        other = ids.clone()
+        other[0, -1] = (other[0, -1] + 1) % 64
+        moved = (model(ids).last_hidden_state[0, 0]
+                 - model(other).last_hidden_state[0, 0]).abs().max()
+        # a causal model's position 0 is bit-identical whatever follows it
+        assert float(moved) > 0
+    path = _saved(tmp_path, cfg)
+    with pytest.raises(ValueError, match="use_bidirectional_attention"):
+        diagnose(path, window=4, lengths=[N])
+    assert main([path, "--window", "4", "--length", str(N)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "use_bidirectional_attention" in err[0]
