@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from priors.diagnose.checkpoint import Checkpoint
-from priors.diagnose.config import section
+from priors.diagnose.config import boolean, section
 from priors.diagnose.heads import ModelPriors, UnsupportedModel, head_count
 
 __all__ = [
@@ -95,7 +95,7 @@ def model_priors(ckpt: Checkpoint) -> ModelPriors:
     nh = head_count(cfg, _HEAD_KEYS, "heads")
     if mt in T5_FAMILIES:
         out = t5_priors(ckpt, cfg, mt, nl, nh)
-    elif mt in FALCON and not cfg.get("alibi", False):
+    elif mt in FALCON and not boolean(cfg, "alibi", False):
         out = bounded_priors(cfg, mt, "rotary", nl, nh)
     elif alibi:
         out = alibi_priors(cfg, mt, nl, nh)

@@ -109,3 +109,48 @@ def test_bidirectional_gemma_is_refused(mt, tmp_path, capsys):
     assert main([path, "--window", "4", "--length", str(N)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "use_bidirectional_attention" in err[0]
+
+
+def _config_file(tmp_path, cfg: dict) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return str(tmp_path)
+
+
+def test_falcon_alibi_must_be_a_boolean(tmp_path, capsys):
+    """``"alibi": "false"`` (a string) is not a boolean: transformers' own FalconConfig
+    refuses to load it, so no model runs with it; the diagnosis must refuse it too (a
+    truthy string read as ALiBi would print a summable class for an unloadable model)."""
+    path = _config_file(tmp_path, {"model_type": "falcon", "num_hidden_layers": 2,
+                                   "num_attention_heads": 4, "hidden_size": 32,
+                                   "alibi": "false"})
+    with pytest.raises(Exception, match="alibi"):  # the model's own reading of the config
+        transformers.AutoConfig.from_pretrained(path)
+    with pytest.raises(ValueError, match="alibi"):
+        diagnose(path, window=4, lengths=[N])
+    assert main([path, "--window", "4", "--length", str(N)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "alibi" in err[0]
+
+
+def test_longrope_with_one_original_position_is_refused_plainly(tmp_path, capsys):
+    """LongRoPE's attention factor ``sqrt(1 + ln(factor) / ln(L0))`` has no value at
+    ``L0 = original_max_position_embeddings = 1``: transformers' own rope function divides
+    by zero there. The command must say so in one line (exit 2), not raise a traceback."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    rope = dict(rope_type="longrope", factor=4.0, original_max_position_embeddings=1,
+                short_factor=[1.0] * 4, long_factor=[1.0] * 4, rope_theta=1e4)
+    cfg = transformers.LlamaConfig(num_hidden_layers=2, num_attention_heads=4,
+                                   hidden_size=32, max_position_embeddings=4096,
+                                   rope_parameters=rope)
+    with pytest.raises(ZeroDivisionError):  # the model's own code: no factor exists
+        ROPE_INIT_FUNCTIONS["longrope"](cfg, "cpu")
+    path = _config_file(tmp_path, {"model_type": "llama", "num_hidden_layers": 2,
+                                   "num_attention_heads": 4, "max_position_embeddings": 4096,
+                                   "rope_scaling": rope})
+    with pytest.raises(ValueError, match="original_max_position_embeddings"):
+        diagnose(path, window=4, lengths=[N])
+    assert main([path, "--window", "4", "--length", str(N)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "original_max_position_embeddings" in err[0]
