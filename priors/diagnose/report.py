@@ -252,7 +252,8 @@ def evaluate(
         enc = p.encoding
         if enc is None:
             return HeadResult(p)
-        key = (enc, p.temperature if b > 0 else None)
+        # the temperature is part of the key even at B = 0: each row states tau(l)
+        key = (enc, p.temperature)
         if key not in cache:
             r = HeadResult(p)
             for n in ls:

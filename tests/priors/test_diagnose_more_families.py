@@ -14,6 +14,7 @@ diagnosis must refuse rather than print a causal class.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
@@ -154,3 +155,23 @@ def test_longrope_with_one_original_position_is_refused_plainly(tmp_path, capsys
     assert main([path, "--window", "4", "--length", str(N)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "original_max_position_embeddings" in err[0]
+
+
+def test_each_head_states_its_own_temperature_at_zero_score_bound(tmp_path):
+    """Llama 4 without chunks (``attention_chunk_size: null``): RoPE and NoPE layers share
+    the uniform prior, and only the NoPE layers carry ``attn_temperature_tuning``. At
+    ``B = 0`` the masses are the same, but each mass row's ``temperature`` must be its
+    own head's ``tau(l) = 1 + attn_scale ln(1 + floor(l / floor_scale))`` (closed form
+    here), not the one of an earlier head with the same prior."""
+    path = _config_file(tmp_path, {"model_type": "llama4_text", "num_hidden_layers": 4,
+                                   "num_attention_heads": 4, "attention_chunk_size": None,
+                                   "no_rope_layers": [1, 1, 1, 0], "attn_scale": 0.1,
+                                   "floor_scale": 8192})
+    lengths = [4096, 65536, 10**6]
+    out = json.loads(diagnose(path, window=512, lengths=lengths).to_json())
+    tempered = [h for h in out["heads"] if "temperature" in h]
+    assert [h["layers"] for h in tempered] == [[3]]  # the NoPE layer only
+    for row in tempered[0]["masses"]:
+        tau = 1 + 0.1 * math.log1p(row["length"] // 8192)
+        # both sides are the same float64 expression: equal to rounding (1e-15 relative)
+        assert row["temperature"] == pytest.approx(tau, rel=1e-15)
