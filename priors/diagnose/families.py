@@ -79,6 +79,9 @@ def model_priors(ckpt: Checkpoint) -> ModelPriors:
     from priors.diagnose.t5 import t5_priors
 
     cfg, nested = _text_config(ckpt.config)
+    prefix_lm = nested is not None and ckpt.config.get("model_type") == "paligemma"
+    if prefix_lm:  # its configuration sets the flag on Gemma; its own mask decides
+        cfg = {k: v for k, v in cfg.items() if k != "use_bidirectional_attention"}
     mt = cfg.get("model_type")
     if not isinstance(mt, str):
         raise UnsupportedModel("config has no model_type: cannot tell the family")
@@ -110,6 +113,10 @@ def model_priors(ckpt: Checkpoint) -> ModelPriors:
                              "model's code")
     if nested:
         out.notes.insert(0, f"diagnosed: {nested}")
+    if prefix_lm:
+        out.notes.insert(1, "PaliGemma: the image and prompt prefix attend bidirectionally "
+                         "(its own mask); the rows after the prefix are causal, and those "
+                         "are the rows diagnosed")
     out.weights = ckpt.weight_files
     out.weights_read = sorted(ckpt.files_read)
     out.config = cfg

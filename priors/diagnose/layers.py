@@ -18,8 +18,9 @@ How a family picks its layers follows transformers 5.24's configuration and mode
   ``use_sliding_window``, Qwen2-MoE every other layer below ``max_window_layers``), Llama 4's
   chunked RoPE layers (``no_rope_layers``, ``attention_chunk_size``), SmolLM3's NoPE layers,
   GPT-Neo's ``attention_types`` (``local`` layers see ``window_size`` keys);
-* any other family with a ``sliding_window`` set: refused, since how it applies the window
-  is not known here.
+* any other family with a ``sliding_window`` set, or a local window or non-attention
+  layers named under another key (``OTHER_WINDOWS``, ``OTHER_LAYERS``): refused, since how
+  it applies them is not known here.
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ NO_WINDOW = ("llama", "gemma", "phi", "gpt_neox", "gpt_neox_japanese", "gptj", "
              "granitemoe", "persimmon", "codegen", "glm", "glm4", "nemotron", "helium",
              "falcon", "gpt2", "gpt_bigcode", "opt", "biogpt", "xglm", "ctrl", "qwen",
              "internlm2", "exaone")
+
+#: Config keys that name a local attention window (RecurrentGemma's
+#: ``attention_window_size``, ...) or layers that are not all attention (hybrids:
+#: ``block_types``, ``layers_block_type``, ``attn_layer_indices``, ...) in families the
+#: diagnosis does not know: their layers are refused, like an unknown ``sliding_window``.
+OTHER_WINDOWS = ("attention_window_size", "attention_window", "local_window_size",
+                 "window_size")
+OTHER_LAYERS = ("block_types", "layers_block_type", "attn_layer_indices", "attn_layer_period",
+                "attn_layer_offset", "hybrid_override_pattern", "hybrid_layer_ids")
 
 
 @dataclass(frozen=True)
@@ -193,7 +203,10 @@ def _defaults(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
 def layer_plan(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
     """Each of the ``n`` layers' key sets for the family ``mt``, and how they were found
     (empty when every layer is full)."""
-    if boolean(cfg, "use_bidirectional_attention", False):
+    bidirectional = cfg.get("use_bidirectional_attention") is True
+    if mt in ("gemma", "gemma2", "gemma3", "gemma3_text"):  # typed bool there
+        bidirectional = boolean(cfg, "use_bidirectional_attention", False)
+    if bidirectional:
         # Gemma, Gemma 2, Gemma 3: attention modules built with is_causal = False (SDPA,
         # flash) or a bidirectional mask (Gemma 3)
         raise ValueError(f"{mt} with use_bidirectional_attention is bidirectional (an "
@@ -229,6 +242,14 @@ def layer_plan(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
         reason = (f"sliding_window = {shown(window)} in the config, but how model_type "
                   f"{mt!r} applies it is not known to the diagnosis")
         return [Layer("refused", reason=reason)] * n, reason
+    if mt not in NO_WINDOW:
+        for key in OTHER_WINDOWS + OTHER_LAYERS:
+            value = cfg.get(key)
+            if value is not None and value is not False:
+                what = "a local window" if key in OTHER_WINDOWS else "layers of other kinds"
+                reason = (f"{key} = {shown(value)} in the config names {what}, but how "
+                          f"model_type {mt!r} applies it is not known to the diagnosis")
+                return [Layer("refused", reason=reason)] * n, reason
     if mt not in NO_WINDOW and cfg.get("layer_types") is not None:
         layers = _from_layer_types(cfg, n, None, None)
         if any(x.kind != "full" for x in layers):

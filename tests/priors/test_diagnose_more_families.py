@@ -175,3 +175,57 @@ def test_each_head_states_its_own_temperature_at_zero_score_bound(tmp_path):
         tau = 1 + 0.1 * math.log1p(row["length"] // 8192)
         # both sides are the same float64 expression: equal to rounding (1e-15 relative)
         assert row["temperature"] == pytest.approx(tau, rel=1e-15)
+
+
+def test_recurrent_gemma_local_window_is_refused_not_ignored(tmp_path):
+    """RecurrentGemma (a family the diagnosis does not know, with rotary keys) masks its
+    attention to ``attention_window_size`` keys. The model's own forward shows it: with
+    two attention layers of window 8, the last of 20 positions does not move when token 0
+    changes (0 + 2 * 7 < 19), while a uniform prior over every key would give token 0
+    weight. The diagnosis must refuse those layers, not print the uniform prior's class."""
+    cfg = transformers.RecurrentGemmaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=8, attention_window_size=8,
+        block_types=["attention"], lru_width=32)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    ids = torch.arange(20)[None] % 64
+    other = ids.clone()
+    other[0, 0] = 63
+    # beyond the window the last logits are bit-identical: the model masks token 0
+    assert torch.equal(model(ids).logits[0, -1], model(other).logits[0, -1])
+    r = diagnose(_saved(tmp_path, cfg), window=4, lengths=[64])
+    assert r.heads and all(res.prior.refusal and "attention_window_size" in res.prior.refusal
+                           for res in r.heads)
+    assert all(res.prior.encoding is None and not res.masses for res in r.heads)
+
+
+def test_paligemma_suffix_rows_are_the_diagnosed_causal_rows(tmp_path):
+    """PaliGemma's configuration sets ``use_bidirectional_attention`` on its Gemma text
+    model, but its own mask decides: the image and prompt prefix attend bidirectionally,
+    the rows after it causally. The diagnosis keeps those causal rows (with a note), and
+    they must equal the model's content-free attention."""
+    from test_diagnose_families import _expected
+
+    cfg = transformers.PaliGemmaConfig(
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=8, patch_size=4),
+        text_config=dict(model_type="gemma", **_BASE), image_token_index=63,
+        projection_dim=32)
+    assert cfg.text_config.use_bidirectional_attention is True  # the case under test
+    model = transformers.PaliGemmaForConditionalGeneration(cfg).eval()
+    model.set_attn_implementation("eager")
+    prefix = 10
+    ids = torch.arange(N)[None] % 60  # no image token: a text prefix
+    kinds = torch.zeros_like(ids)
+    kinds[0, prefix:] = 1  # token_type_ids: 0 prefix, 1 suffix
+    att = _content_free(model)(input_ids=ids, token_type_ids=kinds,
+                               output_attentions=True).attentions
+    r = diagnose(_saved(tmp_path, cfg), window=4, lengths=[N])
+    assert any("PaliGemma" in note for note in r.model.notes)
+    for layer, a in enumerate(att):
+        for h in range(a.shape[1]):
+            prior = next(res.prior for res in r.heads if res.prior.covers(layer, h))
+            theirs = a[0, h, prefix:].double().numpy()
+            # float32 weights 1/k against exact 1/k: relative 2^-24, rounded up to 1e-6
+            assert abs(theirs - _expected(prior, N)[prefix:]).max() <= 1e-6
