@@ -229,3 +229,15 @@ def test_paligemma_suffix_rows_are_the_diagnosed_causal_rows(tmp_path):
             theirs = a[0, h, prefix:].double().numpy()
             # float32 weights 1/k against exact 1/k: relative 2^-24, rounded up to 1e-6
             assert abs(theirs - _expected(prior, N)[prefix:]).max() <= 1e-6
+
+
+@pytest.mark.parametrize("lengths", [4096, None, "4096", b"4096"])
+def test_lengths_that_are_not_a_sequence_are_a_value_error(lengths, tmp_path):
+    """``diagnose(path, lengths=4096)``: a library argument of the wrong kind is a
+    ``ValueError`` naming it (the contract of every entry point), not a ``TypeError`` from
+    iterating an integer, nor a string read digit by digit."""
+    path = _config_file(tmp_path, {"model_type": "llama", "num_hidden_layers": 2,
+                                   "num_attention_heads": 4})
+    assert diagnose(path, window=512, lengths=[4096]).lengths == [4096]  # the valid call
+    with pytest.raises(ValueError, match="lengths"):
+        diagnose(path, window=512, lengths=lengths)
