@@ -50,8 +50,12 @@ ROTARY_FAMILIES = (
     "exaone4", "glm", "glm4", "nemotron", "helium", "smollm3", "gpt_oss",
 )
 ABSOLUTE_FAMILIES = ("gpt2", "gpt_bigcode", "gpt_neo", "opt", "biogpt", "xglm", "ctrl")
+#: Encoder-only (bidirectional) families; those after ``modernbert`` carry rotary keys, so
+#: without this list they would be read as an unknown rotary decoder (transformers 5.24
+#: builds their attention with ``is_causal = False``; ESM with ``is_decoder``, false).
 _ENCODER_ONLY = ("bert", "roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
-                 "modernbert")
+                 "modernbert", "esm", "esmc", "eurobert", "gte", "nomic_bert", "dinov3_vit",
+                 "eomt_dinov3", "sapiens2", "glmasr_encoder", "dia_encoder")
 _ROPE_KEYS = (
     "rope_theta", "rope_scaling", "rope_parameters", "rotary_dim", "rotary_pct",
     "rotary_emb_base", "partial_rotary_factor",

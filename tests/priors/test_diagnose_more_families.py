@@ -241,3 +241,25 @@ def test_lengths_that_are_not_a_sequence_are_a_value_error(lengths, tmp_path):
     assert diagnose(path, window=512, lengths=[4096]).lengths == [4096]  # the valid call
     with pytest.raises(ValueError, match="lengths"):
         diagnose(path, window=512, lengths=lengths)
+
+
+@pytest.mark.parametrize("mt", ["esm", "eurobert", "gte", "nomic_bert"])
+def test_rotary_encoders_are_refused_as_encoder_only(mt, tmp_path):
+    """BERT relatives with rotary positions carry rotary keys (``rope_theta``...), so an
+    unknown-family fallback would read them as causal rotary decoders. The model's own
+    forward shows they are bidirectional: position 0 moves when the last token changes.
+    The diagnosis must refuse them as encoder-only, with no class."""
+    cfg = transformers.AutoConfig.for_model(
+        mt, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=8,
+        max_position_embeddings=128, pad_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(cfg).eval()
+    ids = torch.arange(1, 11)[None]
+    other = ids.clone()
+    other[0, -1] = 40
+    moved = (model(input_ids=ids).last_hidden_state[0, 0]
+             - model(input_ids=other).last_hidden_state[0, 0]).abs().max()
+    assert float(moved) > 0  # a causal model's position 0 is bit-identical
+    with pytest.raises(ValueError, match="encoder-only"):
+        diagnose(_saved(tmp_path, cfg), window=4, lengths=[N])
