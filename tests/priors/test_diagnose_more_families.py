@@ -263,3 +263,28 @@ def test_rotary_encoders_are_refused_as_encoder_only(mt, tmp_path):
     assert float(moved) > 0  # a causal model's position 0 is bit-identical
     with pytest.raises(ValueError, match="encoder-only"):
         diagnose(_saved(tmp_path, cfg), window=4, lengths=[N])
+
+
+def test_deepseek_legacy_rope_scaling_type_keeps_the_softmax_scale(tmp_path):
+    """DeepSeek V3's own config.json writes ``rope_scaling = {"type": "yarn", ...}`` (the
+    legacy key). transformers standardises it and multiplies the softmax scale by
+    ``mscale^2``, ``mscale = 0.1 mscale_all_dim ln(factor) + 1``: the model's own
+    ``self_attn.scaling`` over ``1/sqrt(qk_head_dim)`` is the reference temperature."""
+    cfg = dict(model_type="deepseek_v3", vocab_size=64, hidden_size=32, intermediate_size=64,
+               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+               max_position_embeddings=4096, n_routed_experts=2, num_experts_per_tok=1,
+               moe_intermediate_size=16, kv_lora_rank=8, q_lora_rank=8, qk_rope_head_dim=4,
+               qk_nope_head_dim=4, v_head_dim=8, head_dim=4, first_k_dense_replace=1,
+               n_group=1, topk_group=1, rope_theta=10000.0,
+               rope_scaling={"type": "yarn", "factor": 40, "mscale": 1.0,
+                             "mscale_all_dim": 1.0, "original_max_position_embeddings": 100})
+    path = _config_file(tmp_path, cfg)
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.from_pretrained(path))
+    theirs = model.model.layers[0].self_attn.scaling * math.sqrt(8)  # qk_head_dim = 4 + 4
+    assert theirs > 1.5  # the case under test: a real temperature
+    r = diagnose(path, window=4, lengths=[64])
+    temps = {res.prior.temperature for res in r.heads}
+    assert len(temps) == 1 and None not in temps
+    # float64 here against transformers' float64 Python arithmetic: equal to rounding
+    assert temps.pop().at(64) == pytest.approx(theirs, rel=1e-12)
