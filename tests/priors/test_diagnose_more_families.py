@@ -288,3 +288,29 @@ def test_deepseek_legacy_rope_scaling_type_keeps_the_softmax_scale(tmp_path):
     assert len(temps) == 1 and None not in temps
     # float64 here against transformers' float64 Python arithmetic: equal to rounding
     assert temps.pop().at(64) == pytest.approx(theirs, rel=1e-12)
+
+
+def test_sharded_checkpoint_in_the_hub_cache_layout_is_read(tmp_path):
+    """A Hugging Face cache snapshot holds links to ``../../blobs/<hash>``, the weight
+    index and its shards included. transformers loads such a directory; the diagnosis must
+    too (the index's names stay inside the directory; where the links point is the cache's
+    business), and the T5 tables it reads must be the ones the loaded model holds."""
+    import shutil
+
+    cfg = transformers.T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=2,
+                                num_heads=4, decoder_start_token_id=0)
+    torch.manual_seed(0)
+    plain = tmp_path / "plain"
+    transformers.T5ForConditionalGeneration(cfg).save_pretrained(plain, max_shard_size="20KB")
+    blobs, snap = tmp_path / "blobs", tmp_path / "snapshots" / "rev"
+    blobs.mkdir()
+    snap.mkdir(parents=True)
+    for i, f in enumerate(sorted(os.listdir(plain))):
+        shutil.copy(plain / f, blobs / f"h{i}")
+        (snap / f).symlink_to(os.path.join("..", "..", "blobs", f"h{i}"))
+    assert (snap / "model.safetensors.index.json").is_symlink()  # the case under test
+    model = transformers.T5ForConditionalGeneration.from_pretrained(snap, local_files_only=True)
+    theirs = model.decoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight
+    r = diagnose(str(snap), window=4, lengths=[N])
+    for res in r.heads:  # float32 tables widened to float64: exactly equal
+        assert list(res.prior.encoding.table) == theirs[:, res.prior.head].double().tolist()
