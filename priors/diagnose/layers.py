@@ -128,8 +128,10 @@ def _gpt_neo(cfg: dict[str, Any], n: int) -> tuple[list[Layer], str]:
 
 def _llama4(cfg: dict[str, Any], n: int) -> tuple[list[Layer], str]:
     interval = integer(cfg, "no_rope_layer_interval", 4, minimum=1)
-    rope = integer_list(cfg, "no_rope_layers", n) or [int((i + 1) % interval != 0)
-                                                     for i in range(n)]
+    # an empty list (the published Llama 4 configs) means the default pattern, as
+    # Llama4TextConfig reads it
+    listed = None if cfg.get("no_rope_layers") == [] else integer_list(cfg, "no_rope_layers", n)
+    rope = listed or [int((i + 1) % interval != 0) for i in range(n)]
     chunk = (integer(cfg, "attention_chunk_size", None, minimum=1)
              if "attention_chunk_size" in cfg else 8192)
     if cfg.get("layer_types") is not None:

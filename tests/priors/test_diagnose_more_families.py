@@ -314,3 +314,23 @@ def test_sharded_checkpoint_in_the_hub_cache_layout_is_read(tmp_path):
     r = diagnose(str(snap), window=4, lengths=[N])
     for res in r.heads:  # float32 tables widened to float64: exactly equal
         assert list(res.prior.encoding.table) == theirs[:, res.prior.head].double().tolist()
+
+
+def test_llama4_empty_no_rope_layers_is_the_default_pattern(tmp_path):
+    """The published Llama 4 configs write ``"no_rope_layers": []`` (and no
+    ``layer_types``); Llama4TextConfig reads the empty list as its default pattern (every
+    4th layer NoPE and full, the others chunked). The diagnosis of that config must equal
+    the content-free attention of the model built from it."""
+    cfg = transformers.AutoConfig.for_model(
+        "llama4_text", **_BASE, attention_chunk_size=16, num_local_experts=1,
+        intermediate_size_mlp=64, interleave_moe_layer_step=1, no_rope_layers=[])
+    path = _saved(tmp_path, cfg, ("layer_types",))
+    with open(os.path.join(path, "config.json")) as fh:
+        data = json.load(fh)
+    data["no_rope_layers"] = []  # as published
+    with open(os.path.join(path, "config.json"), "w") as fh:
+        json.dump(data, fh)
+    att = _attentions(transformers.AutoConfig.from_pretrained(path))
+    r = diagnose(path, window=4, lengths=[N])
+    assert _worst(att, r.heads, N) <= 1e-6  # float32 weights 1/k, as above
+    assert {res.prior.encoding.name for res in r.heads} == {"chunked", "nope"}
