@@ -7,8 +7,12 @@ the prior the model applies over the keys it lets the row see; the diagnosis's p
 the same (layer, head), normalised the same way, must equal it.
 
 Where the model's own code says a layer is not causal (``is_causal = False`` on its
-attention modules, and an output at position 0 that moves with a later token), the
-diagnosis must refuse rather than print a causal class.
+attention modules, and an output at position 0 that moves with a later token) or masks keys
+the diagnosis does not model, the diagnosis must refuse rather than print a class. Configs
+as they are published (an empty ``no_rope_layers``, a legacy ``rope_scaling`` ``type``, the
+Hugging Face cache's links) must read as transformers reads them; values transformers
+itself cannot use must be refused in one line (exit status 2), never a traceback. The
+helpers (``_BASE``, ``_content_free``, ``_worst``) are ``test_diagnose_families``'s.
 """
 
 from __future__ import annotations
