@@ -48,12 +48,14 @@ NO_WINDOW = ("llama", "gemma", "phi", "gpt_neox", "gpt_neox_japanese", "gptj", "
 
 #: Config keys that name a local attention window (RecurrentGemma's
 #: ``attention_window_size``, ...) or layers that are not all attention (hybrids:
-#: ``block_types``, ``layers_block_type``, ``attn_layer_indices``, ...) in families the
+#: ``block_types``, ``layers_block_type``, ``attn_layer_indices``, LFM2's
+#: ``full_attn_idxs``, MiniMax's ``attn_type_list``, ...) in families the
 #: diagnosis does not know: their layers are refused, like an unknown ``sliding_window``.
 OTHER_WINDOWS = ("attention_window_size", "attention_window", "local_window_size",
                  "window_size")
 OTHER_LAYERS = ("block_types", "layers_block_type", "attn_layer_indices", "attn_layer_period",
-                "attn_layer_offset", "hybrid_override_pattern", "hybrid_layer_ids")
+                "attn_layer_offset", "hybrid_override_pattern", "hybrid_layer_ids",
+                "full_attn_idxs", "attn_type_list")
 
 
 @dataclass(frozen=True)

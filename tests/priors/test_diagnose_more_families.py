@@ -338,3 +338,21 @@ def test_llama4_empty_no_rope_layers_is_the_default_pattern(tmp_path):
     r = diagnose(path, window=4, lengths=[N])
     assert _worst(att, r.heads, N) <= 1e-6  # float32 weights 1/k, as above
     assert {res.prior.encoding.name for res in r.heads} == {"chunked", "nope"}
+
+
+def test_lfm2_attention_layers_named_by_index_are_not_all_layers(tmp_path):
+    """LFM2 names its attention layers in ``full_attn_idxs``; the others are convolutions.
+    A config without ``layer_types`` (transformers derives it from the indices) must not
+    have every layer diagnosed as causal attention: the model's own layer 0 has no
+    attention module at all."""
+    cfg = transformers.Lfm2Config(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, max_position_embeddings=256,
+                                  full_attn_idxs=[1])
+    path = _saved(tmp_path, cfg, ("layer_types",))
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.from_pretrained(path))
+    assert [hasattr(layer, "self_attn") for layer in model.model.layers] == [False, True]
+    r = diagnose(path, window=4, lengths=[N])
+    assert r.heads and all(res.prior.refusal and "full_attn_idxs" in res.prior.refusal
+                           for res in r.heads)
