@@ -70,7 +70,10 @@ def _temperature(cfg: dict[str, Any], mt: str, layer: Layer,
                            + " (rotary part only: bound max(f^2, 1))")
             if f is not None:
                 factors.append(f)
-    if mt in ("deepseek_v2", "deepseek_v3") and rp.get("rope_type", "default") != "default":
+    # transformers standardises a legacy rope_scaling {"type": ...} (DeepSeek V2/V3's own
+    # configs) to rope_type before the attention reads it
+    rope_type = rp.get("rope_type", rp.get("type", "default"))
+    if mt in ("deepseek_v2", "deepseek_v3") and rope_type != "default":
         m_all = number(rp, "mscale_all_dim", None)
         factor = number(rp, "factor", None, positive=True)
         if m_all and factor:

@@ -220,18 +220,21 @@ class Checkpoint:
 
 
 def _inside(directory: str, name: object, index: str) -> str:
-    """The file ``name`` of a weight index, which must be a regular file inside
-    ``directory``."""
+    """The file ``name`` of a weight index: a relative name that stays inside
+    ``directory`` (no absolute path, no ``..`` out of it) and is a regular file. The name
+    is what is checked, not where a link at it points: in the Hugging Face cache every file
+    of a snapshot directory is a link to ``../../blobs/<hash>``, as the index files are."""
     if not isinstance(name, str) or not name or "\x00" in name:
         raise ValueError(f"weight index {index!r} names an invalid file {name!r}")
-    root = os.path.realpath(directory)
-    full = os.path.realpath(os.path.join(directory, name))
-    if os.path.isabs(name) or os.path.commonpath([root, full]) != root:
+    norm = os.path.normpath(name)
+    if (os.path.isabs(name) or os.path.splitdrive(name)[0] or norm == os.pardir
+            or norm.startswith(os.pardir + os.sep)):
         raise ValueError(f"weight index {index!r} names {name!r}, outside the model "
                          "directory: refused")
+    full = os.path.join(directory, norm)
     if not os.path.isfile(full):  # missing, or a FIFO or device that must not be read
         raise ValueError(f"weight index {index!r} names {name!r}, which is not a regular file")
-    return os.path.join(directory, name)
+    return full
 
 
 def _weights(directory: str) -> tuple[str | None, dict[str, str], dict[str, dict[str, Any]]]:

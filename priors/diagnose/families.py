@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from priors.diagnose.checkpoint import Checkpoint
-from priors.diagnose.config import section
+from priors.diagnose.config import boolean, section
 from priors.diagnose.heads import ModelPriors, UnsupportedModel, head_count
 
 __all__ = [
@@ -50,14 +50,18 @@ ROTARY_FAMILIES = (
     "exaone4", "glm", "glm4", "nemotron", "helium", "smollm3", "gpt_oss",
 )
 ABSOLUTE_FAMILIES = ("gpt2", "gpt_bigcode", "gpt_neo", "opt", "biogpt", "xglm", "ctrl")
+#: Encoder-only (bidirectional) families; those after ``modernbert`` carry rotary keys, so
+#: without this list they would be read as an unknown rotary decoder (transformers 5.24
+#: builds their attention with ``is_causal = False``; ESM with ``is_decoder``, false).
 _ENCODER_ONLY = ("bert", "roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
-                 "modernbert")
+                 "modernbert", "esm", "esmc", "eurobert", "gte", "nomic_bert", "dinov3_vit",
+                 "eomt_dinov3", "sapiens2", "glmasr_encoder", "dia_encoder")
 _ROPE_KEYS = (
     "rope_theta", "rope_scaling", "rope_parameters", "rotary_dim", "rotary_pct",
     "rotary_emb_base", "partial_rotary_factor",
 )
 _LAYER_KEYS = ("n_layer", "num_hidden_layers", "n_layers", "num_layers")
-_HEAD_KEYS = ("n_head", "num_attention_heads", "n_heads", "num_heads")
+_HEAD_KEYS = ("n_head", "num_attention_heads", "n_heads", "num_heads", "attention_heads")
 
 
 def _text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -79,6 +83,9 @@ def model_priors(ckpt: Checkpoint) -> ModelPriors:
     from priors.diagnose.t5 import t5_priors
 
     cfg, nested = _text_config(ckpt.config)
+    prefix_lm = nested is not None and ckpt.config.get("model_type") == "paligemma"
+    if prefix_lm:  # its configuration sets the flag on Gemma; its own mask decides
+        cfg = {k: v for k, v in cfg.items() if k != "use_bidirectional_attention"}
     mt = cfg.get("model_type")
     if not isinstance(mt, str):
         raise UnsupportedModel("config has no model_type: cannot tell the family")
@@ -95,7 +102,7 @@ def model_priors(ckpt: Checkpoint) -> ModelPriors:
     nh = head_count(cfg, _HEAD_KEYS, "heads")
     if mt in T5_FAMILIES:
         out = t5_priors(ckpt, cfg, mt, nl, nh)
-    elif mt in FALCON and not cfg.get("alibi", False):
+    elif mt in FALCON and not boolean(cfg, "alibi", False):
         out = bounded_priors(cfg, mt, "rotary", nl, nh)
     elif alibi:
         out = alibi_priors(cfg, mt, nl, nh)
@@ -110,6 +117,10 @@ def model_priors(ckpt: Checkpoint) -> ModelPriors:
                              "model's code")
     if nested:
         out.notes.insert(0, f"diagnosed: {nested}")
+    if prefix_lm:
+        out.notes.insert(1, "PaliGemma: the image and prompt prefix attend bidirectionally "
+                         "(its own mask); the rows after the prefix are causal, and those "
+                         "are the rows diagnosed")
     out.weights = ckpt.weight_files
     out.weights_read = sorted(ckpt.files_read)
     out.config = cfg

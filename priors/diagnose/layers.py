@@ -18,8 +18,9 @@ How a family picks its layers follows transformers 5.24's configuration and mode
   ``use_sliding_window``, Qwen2-MoE every other layer below ``max_window_layers``), Llama 4's
   chunked RoPE layers (``no_rope_layers``, ``attention_chunk_size``), SmolLM3's NoPE layers,
   GPT-Neo's ``attention_types`` (``local`` layers see ``window_size`` keys);
-* any other family with a ``sliding_window`` set: refused, since how it applies the window
-  is not known here.
+* any other family with a ``sliding_window`` set, or a local window or non-attention
+  layers named under another key (``OTHER_WINDOWS``, ``OTHER_LAYERS``): refused, since how
+  it applies them is not known here.
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ NO_WINDOW = ("llama", "gemma", "phi", "gpt_neox", "gpt_neox_japanese", "gptj", "
              "granitemoe", "persimmon", "codegen", "glm", "glm4", "nemotron", "helium",
              "falcon", "gpt2", "gpt_bigcode", "opt", "biogpt", "xglm", "ctrl", "qwen",
              "internlm2", "exaone")
+
+#: Config keys that name a local attention window (RecurrentGemma's
+#: ``attention_window_size``, ...) or layers that are not all attention (hybrids:
+#: ``block_types``, ``layers_block_type``, ``attn_layer_indices``, LFM2's
+#: ``full_attn_idxs``, MiniMax's ``attn_type_list``, ...) in families the
+#: diagnosis does not know: their layers are refused, like an unknown ``sliding_window``.
+OTHER_WINDOWS = ("attention_window_size", "attention_window", "local_window_size",
+                 "window_size")
+OTHER_LAYERS = ("block_types", "layers_block_type", "attn_layer_indices", "attn_layer_period",
+                "attn_layer_offset", "hybrid_override_pattern", "hybrid_layer_ids",
+                "full_attn_idxs", "attn_type_list")
 
 
 @dataclass(frozen=True)
@@ -118,8 +130,10 @@ def _gpt_neo(cfg: dict[str, Any], n: int) -> tuple[list[Layer], str]:
 
 def _llama4(cfg: dict[str, Any], n: int) -> tuple[list[Layer], str]:
     interval = integer(cfg, "no_rope_layer_interval", 4, minimum=1)
-    rope = integer_list(cfg, "no_rope_layers", n) or [int((i + 1) % interval != 0)
-                                                     for i in range(n)]
+    # an empty list (the published Llama 4 configs) means the default pattern, as
+    # Llama4TextConfig reads it
+    listed = None if cfg.get("no_rope_layers") == [] else integer_list(cfg, "no_rope_layers", n)
+    rope = listed or [int((i + 1) % interval != 0) for i in range(n)]
     chunk = (integer(cfg, "attention_chunk_size", None, minimum=1)
              if "attention_chunk_size" in cfg else 8192)
     if cfg.get("layer_types") is not None:
@@ -154,12 +168,15 @@ def _smollm3(cfg: dict[str, Any], n: int) -> tuple[list[Layer], str]:
 def _defaults(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
     """The layer pattern the family's configuration class computes without ``layer_types``."""
     if mt in ("qwen2", "qwen3"):
-        use, span = boolean(cfg, "use_sliding_window", False), _window(cfg, 4096)
+        use = boolean(cfg, "use_sliding_window", False)
+        span = _window(cfg, 4096) if use else None  # dropped by the configuration class
         first = integer(cfg, "max_window_layers", 28)
         return (_pattern(n, lambda i: use and i >= first, span),
                 f"use_sliding_window = {use}, layers >= max_window_layers = {first}")
     if mt == "qwen2_moe":
-        use, span = boolean(cfg, "use_sliding_window", False), _window(cfg, 4096)
+        # without use_sliding_window the configuration class stores sliding_window = 0
+        use = boolean(cfg, "use_sliding_window", False)
+        span = _window(cfg, 4096) if use else None
         first = integer(cfg, "max_window_layers", 28)
         return (_pattern(n, lambda i: use and (i + 1) % 2 and i < first, span),
                 f"use_sliding_window = {use}, every other layer below max_window_layers = "
@@ -190,15 +207,20 @@ def _defaults(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
 def layer_plan(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
     """Each of the ``n`` layers' key sets for the family ``mt``, and how they were found
     (empty when every layer is full)."""
+    bidirectional = cfg.get("use_bidirectional_attention") is True
+    if mt in ("gemma", "gemma2", "gemma3", "gemma3_text"):  # typed bool there
+        bidirectional = boolean(cfg, "use_bidirectional_attention", False)
+    if bidirectional:
+        # Gemma, Gemma 2, Gemma 3: attention modules built with is_causal = False (SDPA,
+        # flash) or a bidirectional mask (Gemma 3)
+        raise ValueError(f"{mt} with use_bidirectional_attention is bidirectional (an "
+                         "embedding model): Theorem 3 is about causal attention rows")
     if mt == "gpt_neo":
         return _gpt_neo(cfg, n)
     if mt in ("llama4", "llama4_text"):
         return _llama4(cfg, n)
     if mt == "smollm3":
         return _smollm3(cfg, n)
-    if mt in ("gemma3", "gemma3_text") and boolean(cfg, "use_bidirectional_attention", False):
-        raise ValueError(f"{mt} with use_bidirectional_attention is bidirectional (an "
-                         "embedding model): Theorem 3 is about causal attention rows")
     if mt in EVERY_LAYER:
         if mt == "qwen3_moe" and not boolean(cfg, "use_sliding_window", False):
             return [Layer("full")] * n, ""
@@ -212,10 +234,11 @@ def layer_plan(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
         return [Layer("sliding", span)] * n, how
     if mt in LAYER_TYPES:
         if cfg.get("layer_types") is not None:
-            span = _window(cfg)
-            if mt in ("qwen2", "qwen3", "qwen2_moe") and not boolean(
-                    cfg, "use_sliding_window", False):
-                span = None  # the configuration class drops the window then
+            # Qwen's configuration classes drop the window (Qwen2-MoE stores 0) without
+            # use_sliding_window: it is not read then
+            qwen_off = mt in ("qwen2", "qwen3", "qwen2_moe") and not boolean(
+                cfg, "use_sliding_window", False)
+            span = None if qwen_off else _window(cfg)
             return _from_layer_types(cfg, n, span, None), "from layer_types"
         return _defaults(cfg, mt, n)
     window = cfg.get("sliding_window")
@@ -223,6 +246,14 @@ def layer_plan(cfg: dict[str, Any], mt: str, n: int) -> tuple[list[Layer], str]:
         reason = (f"sliding_window = {shown(window)} in the config, but how model_type "
                   f"{mt!r} applies it is not known to the diagnosis")
         return [Layer("refused", reason=reason)] * n, reason
+    if mt not in NO_WINDOW:
+        for key in OTHER_WINDOWS + OTHER_LAYERS:
+            value = cfg.get(key)
+            if value is not None and value is not False:
+                what = "a local window" if key in OTHER_WINDOWS else "layers of other kinds"
+                reason = (f"{key} = {shown(value)} in the config names {what}, but how "
+                          f"model_type {mt!r} applies it is not known to the diagnosis")
+                return [Layer("refused", reason=reason)] * n, reason
     if mt not in NO_WINDOW and cfg.get("layer_types") is not None:
         layers = _from_layer_types(cfg, n, None, None)
         if any(x.kind != "full" for x in layers):

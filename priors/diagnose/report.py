@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +208,8 @@ def check_dps(dps: object) -> int:
 def _check(window: Any, lengths: Any, score_bound: Any, dps: Any, tol: Any,
            lmin: Any) -> tuple[int, list[int], float, int, int | None]:
     w = as_count(window, "window", minimum=1)
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
+        raise ValueError(f"lengths must be a sequence of integers, got {lengths!r:.60}")
     ls = sorted({as_count(n, "length", minimum=1) for n in lengths})
     if not ls:
         raise ValueError("length: give at least one length")
@@ -252,7 +255,8 @@ def evaluate(
         enc = p.encoding
         if enc is None:
             return HeadResult(p)
-        key = (enc, p.temperature if b > 0 else None)
+        # the temperature is part of the key even at B = 0: each row states tau(l)
+        key = (enc, p.temperature)
         if key not in cache:
             r = HeadResult(p)
             for n in ls:

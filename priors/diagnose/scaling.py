@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from priors.diagnose.config import number, section, string
+from priors.diagnose.config import integer, number, section, string
 
 __all__ = ["Factor", "Temperature", "rope_attention_factor", "rope_dict", "yarn_mscale"]
 
@@ -169,8 +169,8 @@ def rope_attention_factor(cfg: dict[str, Any], rp: dict[str, Any]) -> Factor | N
         orig = rp.get("original_max_position_embeddings")
     if orig is None:
         orig = cfg.get("max_position_embeddings")
-    orig = number({"v": orig}, "v", positive=True,
-                  name=f"{rope_type} original_max_position_embeddings")
+    orig = integer({"v": orig}, "v", minimum=1,
+                   name=f"{rope_type} original_max_position_embeddings")
     factor = number(rp, "factor", None, positive=True, name=f"{rope_type} factor")
     if factor is None:
         max_pos = number(cfg, "max_position_embeddings", positive=True)
@@ -188,6 +188,10 @@ def rope_attention_factor(cfg: dict[str, Any], rp: dict[str, Any]) -> Factor | N
         else:
             f, how = yarn_mscale(factor), "0.1 ln(factor) + 1"
     elif f is None:
+        if factor > 1 and orig < 2:  # ln(orig) = 0: transformers divides by zero too
+            raise ValueError(f"config: longrope original_max_position_embeddings = {orig} "
+                             "leaves the attention factor sqrt(1 + ln(factor) / "
+                             "ln(original_max_position_embeddings)) undefined (needs >= 2)")
         f = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
         how = "sqrt(1 + ln(factor) / ln(original_max_position_embeddings))"
     partial = number(rp, "partial_rotary_factor", None) or number(
