@@ -33,7 +33,7 @@ import numpy as np
 
 from priors.classify import DEFAULT_MARGIN, Classification, classify_values
 from priors.encodings.base import Encoding, finite_param
-from priors.harmonic import _power_sum
+from priors.harmonic import _power_sum, _zeta_tail
 from priors.precision import guarded
 from priors.validation import as_count, as_real_vector
 
@@ -199,7 +199,8 @@ class UserBias(Encoding):
         head = self._weight_sum(0, m, None, dps + 10)
         p = mpmath.mpf(self.tail_exponent)
         tail = mpmath.exp(mpmath.mpf(self.values[-1])) * mpmath.mpf(m) ** p
-        return head + tail * mpmath.zeta(p, m + 1)
+        # zeta(p, m+1), relative to itself however small
+        return head + tail * _zeta_tail(m, p, mpmath.mpf(1), mpmath.mp.dps)
 
     def classify(self) -> Classification:
         numeric = classify_values(self.values, margin=self.margin)
