@@ -110,3 +110,24 @@ def test_user_power_tail_limit_distant_mass_against_arb() -> None:
         tail = mpf(80) ** p * _arb_hurwitz(p, 81)
         ref = (80 - 60 + tail) / (80 + tail)
     assert _rel(enc.limit_distant_mass(60, dps=dps), ref) < mpf(10) ** (-(dps - 1))
+
+
+def test_mass_cli_prints_the_digits_it_states(capsys) -> None:
+    """``python -m priors.mass --json`` at ``alpha = 20``, ``W = 100``, ``l = 1000``: the
+    printed distant mass agrees with direct summation at 70 digits to the ``digits``
+    significant digits the record states (tolerance ``10^-(digits-1)`` relative: the
+    rounding of the printed decimal plus one digit of slack)."""
+    import json
+
+    from priors.mass.__main__ import main
+
+    assert main(["--encoding", "log-distance", "--alpha", "20", "--window", "100",
+                 "--length", "1000", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    digits = record["digits"]
+    with mpmath.workdps(80):
+        s_w = _direct(0, 100, 20.0, 1, 30)
+        tail = _direct(100, 1000, 20.0, 1, 30)
+        ref = tail / (s_w + tail)
+        printed = mpf(record["distant_mass"])
+        assert _rel(printed, ref) < mpf(10) ** (-(digits - 1))
