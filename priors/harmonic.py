@@ -161,6 +161,13 @@ def _power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, dps: int) -> mpma
     return rounded(value, dps)
 
 
+def _exponent_digits(a: mpmath.mpf) -> int:
+    """``max(0, ceil(log10 a))`` for an exponent ``a > 0`` of any size (an ``mpf`` beyond
+    the float64 range included): the extra digits ``exp(-a ln x)`` needs in ``ln x``."""
+    with mpmath.workdps(20):
+        return max(0, int(mpmath.ceil(mpmath.log10(a))))
+
+
 def _zeta_zeros(a: mpmath.mpf, x: mpmath.mpf) -> int:
     """Leading decimal zeros of ``x^-a``, ``max(0, ceil(a log10 x))``: the digits mpmath's
     Hurwitz zeta, accurate to an absolute ``10^-dps``, loses on a sum
@@ -214,7 +221,7 @@ def _huge_exponent_sum(lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, wo
     fall fast (``_steep_power_sum``), each tried after the other fails; ``ValueError``
     where neither converges."""
     if hi is not None and hi - lo <= _DIRECT_TERMS:
-        extra = 8 + math.ceil(math.log10(float(a)))
+        extra = 8 + _exponent_digits(a)
         with mpmath.workdps(work + extra):
             return mpmath.fsum(mpmath.exp(-a * mpmath.log(d + q)) for d in range(lo, hi))
     value = _relative_power_sum(lo, hi, a, q, work)
@@ -237,7 +244,7 @@ def _slow_power_sum(lo: int, hi: int | None, a: Any, q: Any, work: int) -> Any:
     than that first omitted correction. Differences of nearly equal values are formed
     with ``expm1`` of ``log1p((hi - lo) / (lo + q))``. ``None`` if ``_EM_TERMS``
     corrections do not get there."""
-    extra = 8 + math.ceil(math.log10(float(a)))
+    extra = 8 + _exponent_digits(a)
     with mpmath.workdps(work + extra):
         x0 = lo + q
         f0 = mpmath.exp(-a * mpmath.log(x0))
@@ -270,7 +277,7 @@ def _steep_power_sum(
     exponent like ``1e308`` takes seconds per term); Hurwitz zeta at such exponents is
     as slow. Inputs validated by the caller."""
     end = math.inf if hi is None else hi
-    extra = 8 + max(0, math.ceil(math.log10(float(a))))
+    extra = 8 + _exponent_digits(a)
     with mpmath.workdps(work + extra):
         def power(x: Any, e: Any) -> Any:
             return mpmath.exp(-e * mpmath.log(x))

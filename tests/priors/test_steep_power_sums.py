@@ -131,3 +131,17 @@ def test_mass_cli_prints_the_digits_it_states(capsys) -> None:
         ref = tail / (s_w + tail)
         printed = mpf(record["distant_mass"])
         assert _rel(printed, ref) < mpf(10) ** (-(digits - 1))
+
+
+@pytest.mark.parametrize("lo", [0, 5])
+def test_power_sum_at_an_exponent_beyond_float64(lo) -> None:
+    """``alpha = 10^309`` (an ``mpf``, beyond the float64 range): every term after the
+    first is below ``((lo+1)/(lo+2))^alpha`` of it, far under ``10^-40``, so the sum is its
+    first term ``(lo+1)^-alpha`` to every digit asked; reference ``exp(-alpha ln(lo+1))``
+    at 60 digits. Tolerance ``10^-(dps-1)``."""
+    dps = 30
+    alpha = mpf(10) ** 309
+    with mpmath.workdps(60 + 320):  # ln(lo+1) to 320 more digits than alpha's magnitude
+        ref = mpmath.exp(-alpha * mpmath.log(lo + 1))
+    got = power_sum(lo, 10**18, alpha, dps=dps)
+    assert _rel(got, ref) < mpf(10) ** (-(dps - 1))
