@@ -157,6 +157,14 @@ class UserBias(Encoding):
             else:
                 prefix = self._prefix(work + 2 + int(math.log10(m)))
                 value = prefix[head_hi] - prefix[head_lo]
+                # the difference is at least the range's largest term e^peak, so it cancels
+                # at most log10(S_hi / e^peak) digits: the prefix's 2 guard digits cover
+                # that up to 2; beyond, the range is summed directly (positive terms)
+                peak = max(self.values[head_lo:head_hi])
+                if head_lo > 0 and mpmath.log10(prefix[head_hi]) - peak / math.log(10) > 2:
+                    value = mpmath.fsum(
+                        mpmath.exp(mpmath.mpf(v)) for v in self.values[head_lo:head_hi]
+                    )
         t_lo, t_hi = max(lo, m), hi
         if t_hi > t_lo:
             last = mpmath.exp(mpmath.mpf(self.values[-1]))

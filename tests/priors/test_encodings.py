@@ -272,6 +272,35 @@ def test_user_bias_callable_is_sampled():
         UserBias(lambda d: 0.0)
 
 
+@pytest.mark.parametrize("window", [65, 100, 120])
+def test_user_bias_tiny_tail_after_a_dominant_head_keeps_its_digits(window):
+    """Values ``b(d) = -d`` (integers: exact floats), ``d < 200``: the distant mass over more
+    than 64 values is ``T / (S_W + T)`` with the geometric closed forms
+    ``S_W = (1 - e^-W) / (1 - e^-1)`` and ``T = e^-W (1 - e^-(200-W)) / (1 - e^-1)``,
+    evaluated at 60 digits. ``T`` is ``e^-W`` (down to 1e-52) of the sum up to 200, so a
+    difference of prefix sums cancels that many digits. Tolerance ``10^-29`` relative: the
+    30 digits asked, one of slack for the final rounding."""
+    enc = UserBias([-float(d) for d in range(200)])
+    with mpmath.workdps(60):
+        r = mpmath.exp(-1)
+        s_w = -mpmath.expm1(-window) / (1 - r)
+        tail = mpmath.exp(-window) * -mpmath.expm1(-(200 - window)) / (1 - r)
+        ref = tail / (s_w + tail)
+        got = enc.distant_mass(window, 200, dps=30)
+        assert abs(got - ref) <= mpmath.mpf(10) ** -29 * ref
+
+
+def test_user_bias_range_sum_below_a_huge_first_weight():
+    """``b(0) = 100``, ``b(d) = -100`` for ``1 <= d <= 200``: the weight sum over
+    ``1 <= d < 201`` is ``200 e^-100`` exactly (about 1e-85 of ``e^100``), by the closed
+    form at 60 digits; tolerance ``10^-29`` relative (30 digits asked)."""
+    enc = UserBias([100.0] + [-100.0] * 200)
+    with mpmath.workdps(60):
+        ref = 200 * mpmath.exp(-100)
+        got = enc.weight_sum(1, 201, dps=30)
+        assert abs(got - ref) <= mpmath.mpf(10) ** -29 * ref
+
+
 def test_alibi_slopes_variants():
     # power of two: both variants are 2^(-8h/H)
     assert alibi_slopes(8) == alibi_slopes(8, variant="exp2") == [2.0**-k for k in range(1, 9)]
