@@ -210,6 +210,19 @@ class UserBias(Encoding):
         # zeta(p, m+1), relative to itself however small
         return head + tail * _zeta_tail(m, p, mpmath.mpf(1), mpmath.mp.dps)
 
+    @guarded(10)
+    def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
+        """``sum_{d>=w} e^{b(d)}`` under the power tail (``p > 1``; docs/theory.md §5),
+        summed from ``w`` on: the given values ``w <= d < m`` (``_weight_sum``) plus
+        ``e^{b(m-1)} m^p zeta(p, max(w, m) + 1)``, never ``S_inf - S_W``, which cancels the
+        digits by which ``S_W`` exceeds the tail."""
+        m = self.extent
+        work = mpmath.mp.dps  # dps + the guard digits
+        head = self._weight_sum(w, m, None, work) if w < m else mpmath.mpf(0)
+        p = mpmath.mpf(self.tail_exponent)
+        scale = mpmath.exp(mpmath.mpf(self.values[-1])) * mpmath.mpf(m) ** p
+        return head + scale * _zeta_tail(max(w, m), p, mpmath.mpf(1), work)
+
     def classify(self) -> Classification:
         numeric = classify_values(self.values, margin=self.margin)
         evidence = dict(numeric.evidence)

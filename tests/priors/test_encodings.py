@@ -301,6 +301,30 @@ def test_user_bias_range_sum_below_a_huge_first_weight():
         assert abs(got - ref) <= mpmath.mpf(10) ** -29 * ref
 
 
+@pytest.mark.parametrize("window", [1, 5, 10, 20])
+def test_user_bias_limit_distant_mass_of_a_tiny_power_tail(window):
+    """``b(0) = 0``, ``b(d) = -80`` for ``1 <= d <= 9``, then the stated power tail
+    ``e^-80 (10/(1+d))^2``: the tail beyond ``W`` is about ``e^-80`` (1e-34) of ``S_W``.
+    Reference by the closed form ``sum_{k>n} k^-2 = pi^2/6 - sum_{k<=n} k^-2`` at 80 digits:
+    ``T_W = e^-80 (max(0, 10 - max(W, 1)) + 100 (pi^2/6 - H_{max(W,10)}^(2)))`` for
+    ``W >= 1`` and ``D_inf(W) = T_W / (S_W + T_W)``. Tolerance ``10^-29`` relative (30
+    digits asked)."""
+    values = [0.0] + [-80.0] * 9
+    enc = UserBias(values, tail="power", tail_exponent=2.0)
+    with mpmath.workdps(80):
+        e = mpmath.exp(-80)
+        n = max(window, 10)
+        given = (10 - window) * e if window < 10 else mpmath.mpf(0)
+        beyond = 100 * e * (mpmath.pi**2 / 6 - mpmath.fsum(mpmath.mpf(k) ** -2
+                                                          for k in range(1, n + 1)))
+        tail = given + beyond
+        s_w = 1 + (min(window, 10) - 1) * e + (100 * e * mpmath.fsum(
+            mpmath.mpf(k) ** -2 for k in range(11, window + 1)) if window > 10 else 0)
+        ref = tail / (s_w + tail)
+        got = enc.limit_distant_mass(window, dps=30)
+        assert abs(got - ref) <= mpmath.mpf(10) ** -29 * ref
+
+
 def test_alibi_slopes_variants():
     # power of two: both variants are 2^(-8h/H)
     assert alibi_slopes(8) == alibi_slopes(8, variant="exp2") == [2.0**-k for k in range(1, 9)]
