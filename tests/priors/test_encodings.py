@@ -224,6 +224,29 @@ def test_causal_ot_prior_cells_and_window_mass():
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-11)
 
 
+@pytest.mark.parametrize("length", [10**15, 10**18])
+@pytest.mark.parametrize(("lo", "width"), [("half", 1), ("half", 100), ("end", 1)])
+@pytest.mark.parametrize("dps", [15, 30])
+def test_causal_ot_weight_sum_of_a_narrow_range_keeps_its_digits(length, lo, width, dps):
+    """The prior mass of ``width`` keys far from the diagonal (``d`` from ``l/2``, or the
+    last ``d = l - 2``) at ``rho = 0`` and ``rho = 1/2``, by closed forms that use no
+    incomplete gamma: ``rho = 0`` is uniform, the mass is ``width / l`` exactly;
+    ``rho = 1/2`` has ``P(1/2, x) = erf(sqrt(x))``, so the mass is
+    ``erf(sqrt(x2)) - erf(sqrt(x1))`` with ``x = -log1p(-d/l)``, at 120 digits. The cell
+    spans ``x2 - x1 ~ 2 width / l`` of ``x ~ ln 2``, so rounded ``x`` cost ``log10(l)``
+    digits. Tolerance ``10^-(dps-1)`` relative (``dps`` asked, one digit of slack)."""
+    start = length // 2 if lo == "half" else length - 2
+    enc0, enc_half = CausalOTPrior(rho=0.0), CausalOTPrior(rho=0.5)
+    with mpmath.workdps(120):
+        ref0 = mpmath.mpf(width) / length
+        x1 = -mpmath.log1p(-mpmath.mpf(start) / length)
+        x2 = -mpmath.log1p(-mpmath.mpf(start + width) / length)
+        ref_half = mpmath.erf(mpmath.sqrt(x2)) - mpmath.erf(mpmath.sqrt(x1))
+        for enc, ref in ((enc0, ref0), (enc_half, ref_half)):
+            got = enc.weight_sum(start, start + width, length=length, dps=dps)
+            assert abs(got - ref) <= mpmath.mpf(10) ** (1 - dps) * ref
+
+
 def test_causal_ot_window_mass_matches_h2_continuum_when_available():
     si = pytest.importorskip("priors.scale_invariant", reason="H2's module not present yet")
     for rho, w, n in [(0.3, 8, 1024), (0.9, 512, 65536), (0.0, 3, 7)]:
