@@ -51,6 +51,18 @@ def _score_bound(score_bound: object) -> float:
     return value
 
 
+def _score_factor(exponent: float, score_bound: float) -> float:
+    """``e^exponent`` (``2B(1-rho)`` or ``2B``) in float64; ``ValueError`` naming
+    ``score_bound`` where it overflows (beyond ``e^709.78``), not an ``OverflowError``."""
+    try:
+        return math.exp(exponent)
+    except OverflowError:
+        raise ValueError(
+            f"score_bound = {score_bound!r} is too large for the float64 bounds: the factor "
+            f"e^{exponent:.6g} overflows (it must stay below e^709)"
+        ) from None
+
+
 def _real(value: object, name: str) -> float:
     if isinstance(value, (bool, str, bytes)):
         raise ValueError(f"{name} must be a real number, got {value!r}")
@@ -69,7 +81,7 @@ def weight_bound(length: Num, rho: float, score_bound: float) -> Num:
     """
     r = _rho(rho)
     b = _score_bound(score_bound)
-    return math.exp(2 * b * (1 - r)) * length ** -(1 - r)
+    return _score_factor(2 * b * (1 - r), b) * length ** -(1 - r)
 
 
 def window_bound(window: int, length: Num, rho: float, score_bound: float) -> Num:
@@ -93,7 +105,7 @@ def column_bound(harmonic_tail: Num, rho: float, score_bound: float) -> Num:
     r = _rho(rho)
     b = _score_bound(score_bound)
     kappa = r / (1 - r)
-    return (1 + kappa) * math.exp(2 * b) * harmonic_tail
+    return (1 + kappa) * _score_factor(2 * b, b) * harmonic_tail
 
 
 def harmonic_tails(n: int) -> Any:

@@ -74,6 +74,10 @@ _STEEP_ALPHA = 2**20
 #: Terms summed at most in that case (a ratio of consecutive terms of ``e^-1``, as for
 #: KERPLE-log at ``r1 = 1/r2``, needs about ``ln(2) prec`` of them).
 _STEEP_TERMS = 4096
+#: Leading decimal zeros of ``(lo + shift)^-alpha`` up to which a sum far below 1 is
+#: taken from mpmath's Hurwitz zeta at that many more digits; beyond, Euler–Maclaurin or
+#: a few terms plus a tail bound (accurate relative to the sum itself) are tried first.
+_ZETA_ZEROS_MAX = 200
 #: Euler–Maclaurin corrections at most for a huge exponent whose terms fall slowly (each
 #: gains about ``2 log10(2 pi (lo + q) / a)`` digits: 1.6 or more where it is used).
 _EM_TERMS = 800
@@ -115,12 +119,24 @@ def power_sum(
 
 def _power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, dps: int) -> mpmath.mpf:
     """``power_sum`` for arguments validated by the caller (``0 <= lo <= hi``, ``a`` and
-    ``q > 0`` exact ``mpf``); ``dps`` may exceed ``DPS_MAX`` by the caller's guard digits."""
+    ``q > 0`` exact ``mpf``); ``dps`` may exceed ``DPS_MAX`` by the caller's guard digits.
+
+    mpmath's Hurwitz zeta meets an absolute tolerance (``2^-prec``: fixed-point partial
+    sums, Euler–Maclaurin stopped on the size of a correction), so a zeta difference far
+    below 1 is computed with as many more digits as its leading zeros
+    (``_zeta_zeros``), or by ``_relative_power_sum`` where those are too many."""
     if hi == lo:
         return rounded(mpmath.mpf(0), dps)
     work = dps + _GUARD_DPS
     if a > _STEEP_ALPHA:
         return rounded(_huge_exponent_sum(lo, hi, a, q, work), dps)
+    if hi - lo > _DIRECT_TERMS:
+        zeros = _zeta_zeros(a, lo + q)
+        if zeros > _ZETA_ZEROS_MAX:
+            value = _relative_power_sum(lo, hi, a, q, work)
+            if value is not None:
+                return rounded(value, dps)
+        work += zeros
     for _ in range(8):
         with mpmath.workdps(work):
             if hi - lo <= _DIRECT_TERMS:
@@ -135,13 +151,65 @@ def _power_sum(lo: int, hi: int, a: mpmath.mpf, q: mpmath.mpf, dps: int) -> mpma
                     first = mpmath.zeta(a) if lo == 0 and q == 1 else mpmath.zeta(a, lo + q)
                     second = mpmath.zeta(a, hi + q)
                     value = first - second
-                scale = max(abs(first), abs(second))
+                # zeta's absolute tolerance counts from 1: a value below 1 loses digits too
+                scale = max(abs(first), abs(second), 1)
                 # digits cancelled by the subtraction (all of them if it came out 0)
                 loss = float(mpmath.log10(scale / abs(value))) if value != 0 else float(work)
         if work >= dps + _GUARD_DPS + loss:
             break
         work = dps + _GUARD_DPS + math.ceil(loss) + 2
     return rounded(value, dps)
+
+
+def _exponent_digits(a: mpmath.mpf) -> int:
+    """``max(0, ceil(log10 a))`` for an exponent ``a > 0`` of any size (an ``mpf`` beyond
+    the float64 range included): the extra digits ``exp(-a ln x)`` needs in ``ln x``."""
+    with mpmath.workdps(20):
+        return max(0, int(mpmath.ceil(mpmath.log10(a))))
+
+
+def _zeta_zeros(a: mpmath.mpf, x: mpmath.mpf) -> int:
+    """Leading decimal zeros of ``x^-a``, ``max(0, ceil(a log10 x))``: the digits mpmath's
+    Hurwitz zeta, accurate to an absolute ``10^-dps``, loses on a sum
+    ``sum_{d>=lo} (d + q)^-a`` (``x = lo + q``) that is at least its first term ``x^-a``."""
+    if a <= 0 or x <= 1:
+        return 0
+    with mpmath.workdps(20):
+        return max(0, math.ceil(float(a * mpmath.log10(x))))
+
+
+def _relative_power_sum(
+    lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, work: int
+) -> mpmath.mpf | None:
+    """``sum_{k=lo}^{hi-1} (k + q)^-a`` (``hi=None``: to infinity) for ``a > 1``, accurate
+    to ``work`` digits relative to the sum itself: Euler–Maclaurin where the terms fall
+    slowly (``_slow_power_sum``, tried first when ``a < lo + q``), else the first terms
+    plus a tail bound (``_steep_power_sum``); ``None`` where neither converges."""
+    methods = [_slow_power_sum, _steep_power_sum]
+    if a >= lo + q:
+        methods.reverse()
+    value = methods[0](lo, hi, a, q, work)
+    if value is None:
+        value = methods[1](lo, hi, a, q, work)
+    return value
+
+
+def _zeta_tail(lo: int, a: mpmath.mpf, q: mpmath.mpf, work: int) -> mpmath.mpf:
+    """``sum_{d>=lo} (d + q)^-a = zeta(a, lo + q)`` for ``a > 1`` and ``q > 0`` validated by
+    the caller, at ``work`` significant digits (the current mpmath precision is not used):
+    ``_huge_exponent_sum`` for ``a > 2^20``; mpmath's Hurwitz zeta with the leading zeros
+    of a value far below 1 (``_zeta_zeros``) added to its precision, or
+    ``_relative_power_sum`` where those are more than ``_ZETA_ZEROS_MAX``. The limits of
+    summable priors (docs/theory.md §5) use it."""
+    if a > _STEEP_ALPHA:
+        return _huge_exponent_sum(lo, None, a, q, work)
+    zeros = _zeta_zeros(a, lo + q)
+    if zeros > _ZETA_ZEROS_MAX:
+        value = _relative_power_sum(lo, None, a, q, work)
+        if value is not None:
+            return value
+    with mpmath.workdps(work + zeros):
+        return mpmath.zeta(a, lo + q)
 
 
 def _huge_exponent_sum(lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, work: int) -> Any:
@@ -153,15 +221,10 @@ def _huge_exponent_sum(lo: int, hi: int | None, a: mpmath.mpf, q: mpmath.mpf, wo
     fall fast (``_steep_power_sum``), each tried after the other fails; ``ValueError``
     where neither converges."""
     if hi is not None and hi - lo <= _DIRECT_TERMS:
-        extra = 8 + math.ceil(math.log10(float(a)))
+        extra = 8 + _exponent_digits(a)
         with mpmath.workdps(work + extra):
             return mpmath.fsum(mpmath.exp(-a * mpmath.log(d + q)) for d in range(lo, hi))
-    methods = [_slow_power_sum, _steep_power_sum]
-    if a >= lo + q:
-        methods.reverse()
-    value = methods[0](lo, hi, a, q, work)
-    if value is None:
-        value = methods[1](lo, hi, a, q, work)
+    value = _relative_power_sum(lo, hi, a, q, work)
     if value is None:
         raise ValueError(
             f"the power sum at alpha = {mpmath.nstr(a, 17)} and shift = {mpmath.nstr(q, 17)} "
@@ -181,7 +244,7 @@ def _slow_power_sum(lo: int, hi: int | None, a: Any, q: Any, work: int) -> Any:
     than that first omitted correction. Differences of nearly equal values are formed
     with ``expm1`` of ``log1p((hi - lo) / (lo + q))``. ``None`` if ``_EM_TERMS``
     corrections do not get there."""
-    extra = 8 + math.ceil(math.log10(float(a)))
+    extra = 8 + _exponent_digits(a)
     with mpmath.workdps(work + extra):
         x0 = lo + q
         f0 = mpmath.exp(-a * mpmath.log(x0))
@@ -214,7 +277,7 @@ def _steep_power_sum(
     exponent like ``1e308`` takes seconds per term); Hurwitz zeta at such exponents is
     as slow. Inputs validated by the caller."""
     end = math.inf if hi is None else hi
-    extra = 8 + max(0, math.ceil(math.log10(float(a))))
+    extra = 8 + _exponent_digits(a)
     with mpmath.workdps(work + extra):
         def power(x: Any, e: Any) -> Any:
             return mpmath.exp(-e * mpmath.log(x))

@@ -28,6 +28,8 @@ True
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 
 from priors.harmonic import DEFAULT_DPS
@@ -136,8 +138,17 @@ def normaliser(rho: object, t: object, *, dps: int = DEFAULT_DPS) -> mpmath.mpf:
     return _normaliser(r, tt, dps=check_dps(dps))
 
 
-@guarded(_GUARD_DPS)
+def _normaliser_guard(r: mpmath.mpf, tt: mpmath.mpf, *, dps: int) -> int:
+    """Guard digits of ``_normaliser``: ``_GUARD_DPS`` plus ``log10(1 + kappa)``, the digits
+    that ``Gamma(2-rho)^kappa`` loses (it multiplies the relative error of ``Gamma(2-rho)``
+    by ``kappa = rho/(1-rho)``, up to 9e15 for a float ``rho``)."""
+    with mpmath.workdps(20):
+        return _GUARD_DPS + math.ceil(float(mpmath.log10(1 + r / (1 - r))))
+
+
+@guarded(_normaliser_guard)
 def _normaliser(r: mpmath.mpf, tt: mpmath.mpf, *, dps: int) -> mpmath.mpf:
+    """``t Gamma(1-rho) Gamma(2-rho)^kappa`` (docs/theory.md §4), ``dps`` digits."""
     kappa = r / (1 - r)
     return tt * mpmath.gamma(1 - r) * mpmath.gamma(2 - r) ** kappa
 

@@ -75,8 +75,12 @@ class CausalOTPrior(Encoding):
         with np.errstate(divide="ignore"):
             return np.log(mass)
 
-    @guarded(10)
+    @guarded(lambda self, lo, hi, length, dps: 15 + len(str(length)))
     def _weight_sum(self, lo: int, hi: int, length: int | None, dps: int) -> mpmath.mpf:
+        """``P(X in [x1, x2))``, ``X ~ Gamma(1-rho)``, ``x = ln(l / (l - d))`` at ``d = lo``
+        and ``hi``. A range of ``k`` keys near ``d = l/2`` spans ``x2 - x1 ~ 2k/l`` while the
+        rounded ``x`` carry an error relative to ``x`` itself, so the difference of the two
+        incomplete gammas loses up to ``log10(l)`` digits: the guard has that many more."""
         assert length is not None
         if hi == lo:
             return mpmath.mpf(0)

@@ -31,8 +31,8 @@ from priors.classify import Classification
 from priors.encodings.base import GUARD_DPS, Encoding, FewerDigitsWarning, positive_param
 from priors.harmonic import (
     _STEEP_ALPHA,
-    _huge_exponent_sum,
     _power_sum,
+    _zeta_tail,
     exact_arb,
     power_sum_arb,
 )
@@ -100,10 +100,9 @@ class KerpleLog(Encoding):
     @guarded(lambda self, *args, **kwargs: 10 + self._extra_dps())
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
         shift, scale = self._shift_scale(dps)
-        r1 = mpmath.mpf(self.r1)
-        if r1 > _STEEP_ALPHA:  # Hurwitz zeta takes minutes at such exponents
-            return scale * _huge_exponent_sum(w, None, r1, shift, mpmath.mp.dps)
-        return scale * mpmath.zeta(r1, w + shift)
+        # zeta(r1, W + 1/r2), relative to itself however small (Hurwitz zeta alone is
+        # accurate to an absolute 10^-dps; it takes minutes at r1 > 2^20)
+        return scale * _zeta_tail(w, mpmath.mpf(self.r1), shift, mpmath.mp.dps)
 
     def classify(self) -> Classification:
         evidence = {"test": "p-series sum (d + 1/r2)^-r1", "exponent": self.r1}

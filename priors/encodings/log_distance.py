@@ -25,7 +25,7 @@ import numpy as np
 
 from priors.classify import Classification
 from priors.encodings.base import Encoding, positive_param
-from priors.harmonic import _STEEP_ALPHA, _huge_exponent_sum, _power_sum, power_sum_arb
+from priors.harmonic import _power_sum, _zeta_tail, power_sum_arb
 from priors.precision import guarded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,10 +69,9 @@ class LogDistance(Encoding):
 
     @guarded(10)
     def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
-        a = mpmath.mpf(self.alpha)
-        if a > _STEEP_ALPHA:  # Hurwitz zeta takes minutes at such exponents
-            return _huge_exponent_sum(w, None, a, mpmath.mpf(1), mpmath.mp.dps)
-        return mpmath.zeta(a, w + 1)
+        # zeta(alpha, W+1), relative to itself however small (Hurwitz zeta alone is
+        # accurate to an absolute 10^-dps; it takes minutes at alpha > 2^20)
+        return _zeta_tail(w, mpmath.mpf(self.alpha), mpmath.mpf(1), mpmath.mp.dps)
 
     def classify(self) -> Classification:
         a = self.alpha

@@ -33,7 +33,7 @@ import numpy as np
 
 from priors.classify import DEFAULT_MARGIN, Classification, classify_values
 from priors.encodings.base import Encoding, finite_param
-from priors.harmonic import _power_sum
+from priors.harmonic import _power_sum, _zeta_tail
 from priors.precision import guarded
 from priors.validation import as_count, as_real_vector
 
@@ -157,6 +157,14 @@ class UserBias(Encoding):
             else:
                 prefix = self._prefix(work + 2 + int(math.log10(m)))
                 value = prefix[head_hi] - prefix[head_lo]
+                # the difference is at least the range's largest term e^peak, so it cancels
+                # at most log10(S_hi / e^peak) digits: the prefix's 2 guard digits cover
+                # that up to 2; beyond, the range is summed directly (positive terms)
+                peak = max(self.values[head_lo:head_hi])
+                if head_lo > 0 and mpmath.log10(prefix[head_hi]) - peak / math.log(10) > 2:
+                    value = mpmath.fsum(
+                        mpmath.exp(mpmath.mpf(v)) for v in self.values[head_lo:head_hi]
+                    )
         t_lo, t_hi = max(lo, m), hi
         if t_hi > t_lo:
             last = mpmath.exp(mpmath.mpf(self.values[-1]))
@@ -199,7 +207,21 @@ class UserBias(Encoding):
         head = self._weight_sum(0, m, None, dps + 10)
         p = mpmath.mpf(self.tail_exponent)
         tail = mpmath.exp(mpmath.mpf(self.values[-1])) * mpmath.mpf(m) ** p
-        return head + tail * mpmath.zeta(p, m + 1)
+        # zeta(p, m+1), relative to itself however small
+        return head + tail * _zeta_tail(m, p, mpmath.mpf(1), mpmath.mp.dps)
+
+    @guarded(10)
+    def _tail_from(self, w: int, dps: int) -> mpmath.mpf:
+        """``sum_{d>=w} e^{b(d)}`` under the power tail (``p > 1``; docs/theory.md §5),
+        summed from ``w`` on: the given values ``w <= d < m`` (``_weight_sum``) plus
+        ``e^{b(m-1)} m^p zeta(p, max(w, m) + 1)``, never ``S_inf - S_W``, which cancels the
+        digits by which ``S_W`` exceeds the tail."""
+        m = self.extent
+        work = mpmath.mp.dps  # dps + the guard digits
+        head = self._weight_sum(w, m, None, work) if w < m else mpmath.mpf(0)
+        p = mpmath.mpf(self.tail_exponent)
+        scale = mpmath.exp(mpmath.mpf(self.values[-1])) * mpmath.mpf(m) ** p
+        return head + scale * _zeta_tail(max(w, m), p, mpmath.mpf(1), work)
 
     def classify(self) -> Classification:
         numeric = classify_values(self.values, margin=self.margin)

@@ -104,3 +104,28 @@ def test_harmonic_tails_have_no_cancellation():
     assert np.all(np.triu(tails, 1) == 0)
     with pytest.raises(ValueError, match="n must be a positive integer"):
         harmonic_tails(0)
+
+
+@pytest.mark.parametrize(("call", "b"), [
+    (lambda b: weight_bound(4, 0.5, b), 710.0),  # e^{2B(1-rho)} = e^710
+    (lambda b: window_bound(8, 4, 0.0, b), 355.0),  # e^{2B} = e^710
+    (lambda b: column_bound(1.0, 0.5, b), 355.0),
+    (lambda b: weight_bound(4, 0.0, b), 1e300),
+])
+def test_score_factor_overflow_names_score_bound(call, b):
+    """A finite ``B`` whose factor ``e^{2B(1-rho)}`` or ``e^{2B}`` exceeds the float64 range
+    (``e^709.78``) is refused with a ``ValueError`` naming ``score_bound``."""
+    with pytest.raises(ValueError, match="score_bound"):
+        call(b)
+
+
+def test_score_factor_just_inside_float64_against_mpmath():
+    """``B = 354.5`` (``e^{2B} = e^709``, inside the range) against mpmath at 30 digits;
+    tolerance 1e-13 relative: ``math.exp`` at an argument of 709 is within a few ulps, the
+    product two more roundings."""
+    b = 354.5
+    with mpmath.workdps(30):
+        ref_weight = mpmath.exp(2 * mpmath.mpf(b)) / 7
+        ref_column = 2 * mpmath.exp(2 * mpmath.mpf(b)) * mpmath.mpf(0.25)
+    assert weight_bound(7, 0.0, b) == pytest.approx(float(ref_weight), rel=1e-13)
+    assert column_bound(0.25, 0.5, b) == pytest.approx(float(ref_column), rel=1e-13)

@@ -224,6 +224,29 @@ def test_causal_ot_prior_cells_and_window_mass():
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-11)
 
 
+@pytest.mark.parametrize("length", [10**15, 10**18])
+@pytest.mark.parametrize(("lo", "width"), [("half", 1), ("half", 100), ("end", 1)])
+@pytest.mark.parametrize("dps", [15, 30])
+def test_causal_ot_weight_sum_of_a_narrow_range_keeps_its_digits(length, lo, width, dps):
+    """The prior mass of ``width`` keys far from the diagonal (``d`` from ``l/2``, or the
+    last ``d = l - 2``) at ``rho = 0`` and ``rho = 1/2``, by closed forms that use no
+    incomplete gamma: ``rho = 0`` is uniform, the mass is ``width / l`` exactly;
+    ``rho = 1/2`` has ``P(1/2, x) = erf(sqrt(x))``, so the mass is
+    ``erf(sqrt(x2)) - erf(sqrt(x1))`` with ``x = -log1p(-d/l)``, at 120 digits. The cell
+    spans ``x2 - x1 ~ 2 width / l`` of ``x ~ ln 2``, so rounded ``x`` cost ``log10(l)``
+    digits. Tolerance ``10^-(dps-1)`` relative (``dps`` asked, one digit of slack)."""
+    start = length // 2 if lo == "half" else length - 2
+    enc0, enc_half = CausalOTPrior(rho=0.0), CausalOTPrior(rho=0.5)
+    with mpmath.workdps(120):
+        ref0 = mpmath.mpf(width) / length
+        x1 = -mpmath.log1p(-mpmath.mpf(start) / length)
+        x2 = -mpmath.log1p(-mpmath.mpf(start + width) / length)
+        ref_half = mpmath.erf(mpmath.sqrt(x2)) - mpmath.erf(mpmath.sqrt(x1))
+        for enc, ref in ((enc0, ref0), (enc_half, ref_half)):
+            got = enc.weight_sum(start, start + width, length=length, dps=dps)
+            assert abs(got - ref) <= mpmath.mpf(10) ** (1 - dps) * ref
+
+
 def test_causal_ot_window_mass_matches_h2_continuum_when_available():
     si = pytest.importorskip("priors.scale_invariant", reason="H2's module not present yet")
     for rho, w, n in [(0.3, 8, 1024), (0.9, 512, 65536), (0.0, 3, 7)]:
@@ -270,6 +293,59 @@ def test_user_bias_callable_is_sampled():
     assert abs(enc.window_mass(10, 100) - al.window_mass(10, 100)) < 1e-25
     with pytest.raises(ValueError, match="extent"):
         UserBias(lambda d: 0.0)
+
+
+@pytest.mark.parametrize("window", [65, 100, 120])
+def test_user_bias_tiny_tail_after_a_dominant_head_keeps_its_digits(window):
+    """Values ``b(d) = -d`` (integers: exact floats), ``d < 200``: the distant mass over more
+    than 64 values is ``T / (S_W + T)`` with the geometric closed forms
+    ``S_W = (1 - e^-W) / (1 - e^-1)`` and ``T = e^-W (1 - e^-(200-W)) / (1 - e^-1)``,
+    evaluated at 60 digits. ``T`` is ``e^-W`` (down to 1e-52) of the sum up to 200, so a
+    difference of prefix sums cancels that many digits. Tolerance ``10^-29`` relative: the
+    30 digits asked, one of slack for the final rounding."""
+    enc = UserBias([-float(d) for d in range(200)])
+    with mpmath.workdps(60):
+        r = mpmath.exp(-1)
+        s_w = -mpmath.expm1(-window) / (1 - r)
+        tail = mpmath.exp(-window) * -mpmath.expm1(-(200 - window)) / (1 - r)
+        ref = tail / (s_w + tail)
+        got = enc.distant_mass(window, 200, dps=30)
+        assert abs(got - ref) <= mpmath.mpf(10) ** -29 * ref
+
+
+def test_user_bias_range_sum_below_a_huge_first_weight():
+    """``b(0) = 100``, ``b(d) = -100`` for ``1 <= d <= 200``: the weight sum over
+    ``1 <= d < 201`` is ``200 e^-100`` exactly (about 1e-85 of ``e^100``), by the closed
+    form at 60 digits; tolerance ``10^-29`` relative (30 digits asked)."""
+    enc = UserBias([100.0] + [-100.0] * 200)
+    with mpmath.workdps(60):
+        ref = 200 * mpmath.exp(-100)
+        got = enc.weight_sum(1, 201, dps=30)
+        assert abs(got - ref) <= mpmath.mpf(10) ** -29 * ref
+
+
+@pytest.mark.parametrize("window", [1, 5, 10, 20])
+def test_user_bias_limit_distant_mass_of_a_tiny_power_tail(window):
+    """``b(0) = 0``, ``b(d) = -80`` for ``1 <= d <= 9``, then the stated power tail
+    ``e^-80 (10/(1+d))^2``: the tail beyond ``W`` is about ``e^-80`` (1e-34) of ``S_W``.
+    Reference by the closed form ``sum_{k>n} k^-2 = pi^2/6 - sum_{k<=n} k^-2`` at 80 digits:
+    ``T_W = e^-80 (max(0, 10 - max(W, 1)) + 100 (pi^2/6 - H_{max(W,10)}^(2)))`` for
+    ``W >= 1`` and ``D_inf(W) = T_W / (S_W + T_W)``. Tolerance ``10^-29`` relative (30
+    digits asked)."""
+    values = [0.0] + [-80.0] * 9
+    enc = UserBias(values, tail="power", tail_exponent=2.0)
+    with mpmath.workdps(80):
+        e = mpmath.exp(-80)
+        n = max(window, 10)
+        given = (10 - window) * e if window < 10 else mpmath.mpf(0)
+        beyond = 100 * e * (mpmath.pi**2 / 6 - mpmath.fsum(mpmath.mpf(k) ** -2
+                                                          for k in range(1, n + 1)))
+        tail = given + beyond
+        s_w = 1 + (min(window, 10) - 1) * e + (100 * e * mpmath.fsum(
+            mpmath.mpf(k) ** -2 for k in range(11, window + 1)) if window > 10 else 0)
+        ref = tail / (s_w + tail)
+        got = enc.limit_distant_mass(window, dps=30)
+        assert abs(got - ref) <= mpmath.mpf(10) ** -29 * ref
 
 
 def test_alibi_slopes_variants():

@@ -187,3 +187,29 @@ def test_dps_is_respected() -> None:
 def test_bad_input_names_the_argument(call, name: str) -> None:
     with pytest.raises(ValueError, match=name):
         call()
+
+
+@pytest.mark.parametrize("k", [20, 40, 53])
+@pytest.mark.parametrize("dps", [15, 30])
+def test_normaliser_keeps_its_digits_near_rho_one(k: int, dps: int) -> None:
+    """``Z(t) = t Gamma(1-rho) Gamma(2-rho)^kappa`` at ``rho = 1 - eps``, ``eps = 2^-k``
+    (``rho`` an exact float, ``kappa = (1-eps)/eps`` up to 9e15). Reference, by a different
+    route: ``ln Gamma(1+eps) = -gamma_E eps + sum_{n>=2} (-1)^n zeta(n) eps^n / n`` (the
+    Taylor series, summed to ``eps^n < 10^-120``) and ``Gamma(eps) = Gamma(1+eps)/eps``, at
+    120 digits. ``Gamma(2-rho)^kappa`` multiplies the relative error of ``Gamma(2-rho)``
+    by ``kappa``, so a fixed number of guard digits loses ``log10(kappa)`` of the result's.
+    Tolerance ``10^-(dps-1)``: one digit of slack for the final rounding."""
+    t = 3
+    with mpmath.workdps(120):
+        eps = mpf(2) ** -k
+        series = -mpmath.euler * eps
+        n = 2
+        while eps**n > mpf(10) ** -120:
+            series += (-1) ** n * mpmath.zeta(n) * eps**n / n
+            n += 1
+        gamma_1p = mpmath.exp(series)  # Gamma(1 + eps) = Gamma(2 - rho)
+        kappa = (1 - eps) / eps
+        ref = t * (gamma_1p / eps) * mpmath.exp(kappa * series)
+    got = normaliser(1 - 2.0**-k, t, dps=dps)
+    with mpmath.workdps(120):
+        assert abs(got - ref) / ref < mpf(10) ** (1 - dps)
