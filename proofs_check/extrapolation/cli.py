@@ -24,6 +24,7 @@ from dataclasses import asdict
 from typing import Any
 
 from priors.cli import (
+    ListOf,
     MapOf,
     Parser,
     Record,
@@ -31,6 +32,7 @@ from priors.cli import (
     argtype,
     check_output_dir,
     check_output_file,
+    check_shape,
     count,
     echo,
     emit,
@@ -45,6 +47,11 @@ PROG = "python -m proofs_check.extrapolation"
 _positive = argtype(lambda t: count(t, minimum=1, maximum=10**9))
 _RESULTS_SHAPE = Record({"config": dict, "variants": MapOf(dict)})
 _REGISTRATION_SHAPE = Record({"version": str, "config": dict, "claims": list})
+#: What ``fit`` reads of a results file: the design length and, of each variant it fits
+#: on, the per-length dilution, change and its standard error.
+_FIT_CONFIG_SHAPE = Record({"design_length": int})
+_FIT_VARIANT_SHAPE = Record({"per_length": ListOf(Record(
+    {"length": int, "dilution": float, "change": float, "se": float}))})
 _LOSS_MODEL_SHAPE = Record({"version": str, "coef": list, "cov": list, "tau": float})
 _FILE_LIMIT = 1 << 27  # 128 MiB: a full results file is a few MB
 
@@ -155,6 +162,20 @@ def _read(path: str, option: str, shape: Any) -> tuple[dict[str, Any], str]:
         return doc, hashlib.sha256(fh.read()).hexdigest()
 
 
+def _read_registration(path: str, option: str) -> tuple[dict[str, Any], str]:
+    """The registration at ``path`` and its sha256; bad input unless every claim is one
+    that ``check`` can read (``predictions.check_registration``)."""
+    from proofs_check.extrapolation.predictions import check_registration
+
+    reg, sha = _read(path, option, _REGISTRATION_SHAPE)
+    try:
+        check_registration(reg)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {echo(path)} is not a registration of 'register': "
+                         f"{exc}") from None
+    return reg, sha
+
+
 def _registration_matches(reg: dict[str, Any], cfg: Any, option: str) -> None:
     """Bad input unless ``cfg`` runs what ``reg`` registered (same settings, its variants,
     its lengths)."""
@@ -217,7 +238,7 @@ def _cmd_run(args: Any) -> int:
     device = _device(args.device)
     reg = reg_sha = None
     if args.registered is not None:
-        reg, reg_sha = _read(args.registered, "--registered", _REGISTRATION_SHAPE)
+        reg, reg_sha = _read_registration(args.registered, "--registered")
         _registration_matches(reg, cfg, "--registered")
     if args.out is not None:
         check_output_file(args.out, "--out")
@@ -271,14 +292,27 @@ def _cmd_fit(args: Any) -> int:
 
     check_output_file(args.out, "--out")
     res, sha = _read(args.results, "--results", _RESULTS_SHAPE)
+
+    def garbled(exc: ValueError) -> UsageError:
+        return UsageError(f"--results: {echo(args.results)} is not a results file of 'run': "
+                          f"{exc}")
+
+    try:
+        check_shape(res["config"], _FIT_CONFIG_SHAPE, "['config']")
+        names = ([v.name for v in args.variants] if args.variants is not None else
+                 [n for n in res["variants"] if parse_variant(n).fixed_bias])
+    except ValueError as exc:
+        raise garbled(exc) from None
     longest = args.longest or res["config"]["design_length"]
-    names = ([v.name for v in args.variants] if args.variants is not None else
-             [n for n in res["variants"] if parse_variant(n).fixed_bias])
     points = []
     for name in names:
         v = res["variants"].get(name)
         if v is None or not parse_variant(name).fixed_bias:
             raise UsageError(f"--variants: {name!r} is not an in-domain variant of the results")
+        try:
+            check_shape(v, _FIT_VARIANT_SHAPE, f"['variants'][{name!r}]")
+        except ValueError as exc:
+            raise garbled(exc) from None
         for e in v["per_length"][1:]:
             if e["length"] <= longest:
                 points.append(LossPoint(name, e["length"], e["dilution"], e["change"], e["se"]))
@@ -303,12 +337,16 @@ def _cmd_fit(args: Any) -> int:
 def _cmd_check(args: Any) -> int:
     from proofs_check.extrapolation.predictions import check
 
-    reg, _ = _read(args.registered, "--registered", _REGISTRATION_SHAPE)
+    reg, _ = _read_registration(args.registered, "--registered")
     res, _ = _read(args.results, "--results", _RESULTS_SHAPE)
     try:
         verdicts = check(reg, res)
-    except (ValueError, KeyError) as exc:
+    except ValueError as exc:
         raise UsageError(f"--results: {exc}") from None
+    except (KeyError, TypeError, IndexError) as exc:  # a results file 'run' did not write
+        what = f"no key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UsageError(f"--results: {echo(args.results)} is not a results file of 'run' "
+                         f"({what})") from None
     _print_verdicts(verdicts)
     return 0
 

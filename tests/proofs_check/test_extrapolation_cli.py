@@ -32,7 +32,7 @@ from proofs_check.extrapolation.experiment import QUICK, with_overrides
 from proofs_check.extrapolation.lossmodel import Z90, LossModel
 from proofs_check.extrapolation.predictions import check, register
 from proofs_check.extrapolation.results import bootstrap_mean, write_json_atomic
-from proofs_check.extrapolation.variants import parse_variant
+from proofs_check.extrapolation.variants import parse_variant, parse_variants
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -430,3 +430,94 @@ def test_fig7_colours_follow_names_and_panels_group_families(tiny_run):
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any(t.startswith("(a)") for t in titles) and any(t.startswith("(c)") for t in titles)
     assert sum(t.startswith("(b)") for t in titles) == 4  # one panel per family
+
+
+_TINY_FLAGS = ["--preset", "quick", "--steps", "3", "--windows", "2", "--longest", "256",
+               "--variants", "nope,alibi,logd-0.8,logd-1.2,logd-2", "--seeds", "0"]
+
+
+def _garble(doc, how):
+    """A copy of the registration ``doc`` with one claim broken as ``how`` says."""
+    doc = json.loads(json.dumps(doc))
+    claims = doc["claims"]
+    kinds = [c["kind"] for c in claims]
+    if how == "not-an-object":
+        claims.append(5)
+    elif how == "unknown-kind":
+        claims[0]["kind"] = "mass-vanishes"
+    elif how == "no-length":
+        del claims[kinds.index("mass-dilutes")]["length"]
+    elif how == "point-of-two":
+        claims[kinds.index("rank-loss")]["points"][0] = ["alibi", 128]
+    elif how == "weights-short":
+        claims[kinds.index("rank-retrieval")]["log_weight"].pop()
+    return doc
+
+
+@pytest.fixture(scope="module")
+def tiny_registration():
+    """The registration of ``_TINY_FLAGS`` (the priors only: no training), with a claim
+    of every kind that ``check`` reads except the loss model's."""
+    flags = dict(zip(_TINY_FLAGS[::2], _TINY_FLAGS[1::2], strict=True))
+    cfg = _tiny_cfg(variants=parse_variants(flags["--variants"].split(",")), seeds=(0,))
+    reg = register(cfg)
+    assert {"mass-dilutes", "rank-loss", "rank-retrieval"} <= {c["kind"] for c in reg["claims"]}
+    return reg
+
+
+@pytest.mark.parametrize("how", ["not-an-object", "unknown-kind", "no-length", "point-of-two",
+                                 "weights-short"])
+def test_garbled_registration_is_refused_before_any_work(how, tiny_registration, tmp_path,
+                                                         capsys):
+    """A registration whose claims ``check`` cannot read is bad input, refused by ``run``
+    before it trains (no cache directory made, no results written) and by ``check``: one
+    line, exit 2, never a traceback after hours of training."""
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(_garble(tiny_registration, how)))
+    out = tmp_path / "res.json"
+    _refused_before_work(["run", *_TINY_FLAGS, "--cached-only", "--registered", str(reg),
+                          "--out", str(out)], tmp_path, capsys, "--registered: ")
+    assert not out.exists()
+    res = tmp_path / "results.json"
+    res.write_text(json.dumps({"config": tiny_registration["config"], "variants": {}}))
+    assert main(["check", "--results", str(res), "--registered", str(reg)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--registered: " in err and "not a registration" in err
+
+
+@pytest.mark.parametrize("variant, check_reads_it", [
+    ({"per_length": [1, 2]}, True),
+    ({}, True),
+    ({"per_length": [{"length": 256}]}, True),  # the registered length, nothing measured
+    ({"per_length": [{"length": 64}]}, False),  # no registered length: check skips it
+    ({"per_length": [{"length": 128, "dilution": None, "change": 0.0, "se": 0.1}]}, False),
+])
+def test_check_and_fit_refuse_garbled_results(variant, check_reads_it, tiny_registration,
+                                              tmp_path, capsys):
+    """A results file with the registered settings whose entry of ``alibi`` is not what
+    ``run`` writes: ``fit`` (and ``check``, where it reads the entry) gives one line and
+    exit 2, and ``fit`` writes no loss model."""
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": tiny_registration["config"],
+                               "variants": {"alibi": variant}}))
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(tiny_registration))
+    model = tmp_path / "model.json"
+    commands = [["fit", "--results", str(res), "--out", str(model)]]
+    if check_reads_it:
+        commands.append(["check", "--results", str(res), "--registered", str(reg)])
+    for argv in commands:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--results: " in err and "not a results file" in err
+    assert not model.exists()
+
+
+@pytest.mark.parametrize("config", [{}, {"design_length": "2048"}])
+def test_fit_refuses_results_without_a_design_length(config, tmp_path, capsys):
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": config, "variants": {}}))
+    assert main(["fit", "--results", str(res), "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "['config']" in err and "design_length" in err
+    assert not (tmp_path / "m.json").exists()
