@@ -52,7 +52,10 @@ _REGISTRATION_SHAPE = Record({"version": str, "config": dict, "claims": list})
 _FIT_CONFIG_SHAPE = Record({"design_length": int})
 _FIT_VARIANT_SHAPE = Record({"per_length": ListOf(Record(
     {"length": int, "dilution": float, "change": float, "se": float}))})
-_LOSS_MODEL_SHAPE = Record({"version": str, "coef": list, "cov": list, "tau": float})
+_LOSS_MODEL_SHAPE = Record(
+    {"version": str, "coef": ListOf(float), "cov": ListOf(ListOf(float)), "tau": float},
+    optional={"fitted_on": Record(optional={
+        "variants": ListOf(str), "lengths": ListOf(int), "source_variants": ListOf(str)})})
 _FILE_LIMIT = 1 << 27  # 128 MiB: a full results file is a few MB
 
 
@@ -216,7 +219,14 @@ def _cmd_register(args: Any) -> int:
             model = LossModel.from_dict(doc)
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--loss-model: {exc}") from None
-    reg = register(cfg, loss_model=model, loss_model_sha256=sha)
+    try:
+        reg = register(cfg, loss_model=model, loss_model_sha256=sha)
+        json.dumps(reg, allow_nan=False)  # every registered number finite (JSON has no inf)
+    except (OverflowError, ValueError) as exc:
+        if model is None:
+            raise
+        raise UsageError(f"--loss-model: its predictions for these variants are not finite "
+                         f"numbers ({exc})") from None
     write_json_atomic(reg, args.out, "--out")
     if args.json:
         emit(json.dumps(reg, indent=1))

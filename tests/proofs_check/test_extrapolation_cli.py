@@ -521,3 +521,56 @@ def test_fit_refuses_results_without_a_design_length(config, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "['config']" in err and "design_length" in err
     assert not (tmp_path / "m.json").exists()
+
+
+def _loss_model_doc(**changes):
+    """A loss model document as ``fit`` writes it (``LossModel.to_dict``), with ``changes``."""
+    model = LossModel((0.0, 0.1, 0.0), ((1e-6, 0, 0), (0, 1e-6, 0), (0, 0, 1e-6)), 0.01,
+                      {"variants": ["alibi"], "lengths": [128], "source_variants": ["alibi"]})
+    return {**model.to_dict(), **changes}
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"fitted_on": {"variants": 5, "lengths": [128]}}, "['fitted_on']['variants']"),
+    ({"fitted_on": {"variants": ["alibi"], "lengths": 128}}, "['fitted_on']['lengths']"),
+    ({"fitted_on": {"source_variants": [["alibi"]]}}, "['fitted_on']['source_variants'][0]"),
+    ({"coef": ["0", "0.1", "0"]}, "['coef'][0] must be a number"),
+    ({"tau": 1e200}, "not finite"),  # tau^2 overflows: every interval infinite
+    # x' Cov x = 1.7e308 (1 + Lambda + Lambda^2)^2 overflows at logd-1.0's Lambda = 0.23
+    ({"cov": [[1.7e308] * 3] * 3}, "not finite"),
+])
+def test_register_refuses_a_garbled_loss_model(changes, match, tmp_path, capsys):
+    """A loss model ``fit`` did not write (its ``fitted_on`` not lists of names and lengths,
+    numbers as strings, or numbers whose predictions overflow) is refused by name before a
+    registration is written: one line, exit 2, never a traceback or a file with NaN."""
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(_loss_model_doc(**changes)))
+    out = tmp_path / "reg.json"
+    argv = ["register", "--preset", "quick", "--steps", "3", "--windows", "2", "--longest",
+            "256", "--variants", "alibi,logd-2,logd-1.0", "--loss-model", str(model),
+            "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--loss-model: " in err and match in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e100])
+def test_fit_refuses_dilutions_that_overflow(scale, tmp_path, capsys):
+    """Dilutions whose square (1e200) or whose normal equations (1e100: Lambda^4 = 1e400)
+    overflow float64 give no finite fit: ``fit`` says so in one line (exit 2) and writes no
+    model, instead of a traceback from writing NaN into JSON."""
+    def per_length(step):
+        return [{"length": 64, "dilution": 0.0, "change": 0.0, "se": 0.01}] + [
+            {"length": n, "dilution": step * k, "change": 0.01 * k, "se": 0.01}
+            for k, n in enumerate((128, 256, 512), 1)]
+
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": {"design_length": 512}, "variants": {
+        "alibi": {"per_length": per_length(scale)},
+        "logd-2": {"per_length": per_length(2 * scale)}}}))
+    model = tmp_path / "model.json"
+    assert main(["fit", "--results", str(res), "--out", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--results: " in err and "finite" in err, err
+    assert not model.exists()
