@@ -11,7 +11,8 @@ The command-line contract of ``priors.cli``: bad input is one line
 ``python -m proofs_check.extrapolation: error: MESSAGE`` on stderr and exit status 2,
 before any work; a reader that goes away ends the command quietly; a full disk is one line
 and status 1. Progress goes to stderr, tables (or ``--json``) to stdout; files are written
-atomically, only over regular files. A registered prediction that fails is a result, not
+atomically, only over regular files, and never over a file the command reads or another
+output it writes (``--out`` naming the registration is refused). A registered prediction that fails is a result, not
 an error: the status stays 0.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -156,6 +158,31 @@ def _config(args: Any) -> Any:
         raise UsageError(str(exc)) from None
 
 
+def _file_identity(path: str) -> tuple[Any, ...]:
+    """What names one file: its device and inode where it exists (hard and symbolic links
+    alike), else its resolved path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def _distinct_files(named: Sequence[tuple[str, str | None]], outputs: Sequence[str]) -> None:
+    """Bad input when one of the ``outputs`` options names the same file as another of the
+    ``named`` options (an input it would replace, or another output it would overwrite)."""
+    seen: dict[tuple[Any, ...], str] = {}
+    for option, path in named:
+        if not path:
+            continue
+        key = _file_identity(path)
+        other = seen.get(key)
+        if other is not None and (option in outputs or other in outputs):
+            raise UsageError(f"{option} and {other} name the same file {echo(path)}; the "
+                             "command would replace what it reads or writes first")
+        seen.setdefault(key, option)
+
+
 def _read(path: str, option: str, shape: Any) -> tuple[dict[str, Any], str]:
     """The JSON document at ``path`` and the sha256 of its bytes; bad input if missing."""
     doc = read_json_file(path, option, limit=_FILE_LIMIT, shape=shape)
@@ -212,6 +239,7 @@ def _cmd_register(args: Any) -> int:
 
     cfg = _config(args)
     check_output_file(args.out, "--out")
+    _distinct_files([("--loss-model", args.loss_model), ("--out", args.out)], ["--out"])
     model, sha = None, None
     if args.loss_model is not None:
         doc, sha = _read(args.loss_model, "--loss-model", _LOSS_MODEL_SHAPE)
@@ -258,6 +286,8 @@ def _cmd_run(args: Any) -> int:
         check_output_file(args.figure, "--figure", suffixes=FIGURE_SUFFIXES)
     if args.cache_dir is not None:
         check_output_dir(args.cache_dir, "--cache-dir")
+    _distinct_files([("--registered", args.registered), ("--out", args.out),
+                     ("--figure", args.figure)], ["--out", "--figure"])
     import torch
 
     from proofs_check.extrapolation.experiment import run_experiment
@@ -301,6 +331,7 @@ def _cmd_fit(args: Any) -> int:
     from proofs_check.extrapolation.variants import parse_variant
 
     check_output_file(args.out, "--out")
+    _distinct_files([("--results", args.results), ("--out", args.out)], ["--out"])
     res, sha = _read(args.results, "--results", _RESULTS_SHAPE)
 
     def garbled(exc: ValueError) -> UsageError:

@@ -574,3 +574,36 @@ def test_fit_refuses_dilutions_that_overflow(scale, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--results: " in err and "finite" in err, err
     assert not model.exists()
+
+
+def test_an_output_naming_an_input_or_another_output_is_refused(tiny_registration, tmp_path,
+                                                                capsys):
+    """``--out`` (or ``--figure``) naming the file the command reads (the registration, the
+    results, the loss model: by the same path, a symbolic or a hard link) or its other
+    output is bad input before any work; the input is left byte for byte as it was."""
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(tiny_registration))
+    (tmp_path / "reg-link.json").symlink_to(reg)
+    os.link(reg, tmp_path / "reg-hard.json")
+    before = reg.read_bytes()
+    for out in ("reg.json", "reg-link.json", "reg-hard.json"):
+        _refused_before_work(["run", *_TINY_FLAGS, "--cached-only", "--registered", str(reg),
+                              "--out", str(tmp_path / out)], tmp_path, capsys,
+                             "--out and --registered name the same file")
+    _refused_before_work(["run", *_TINY_FLAGS, "--cached-only", "--out",
+                          str(tmp_path / "r.png"), "--figure", str(tmp_path / "r.png")],
+                         tmp_path, capsys, "--figure and --out name the same file")
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": {"design_length": 512}, "variants": {}}))
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(_loss_model_doc()))
+    for argv, match in (
+            (["fit", "--results", str(res), "--out", str(res)], "--out and --results"),
+            (["register", *_TINY_FLAGS[:-4], "--loss-model", str(model), "--out", str(model)],
+             "--out and --loss-model")):
+        kept = Path(argv[argv.index("--out") + 1]).read_bytes()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and match in err, err
+        assert Path(argv[argv.index("--out") + 1]).read_bytes() == kept
+    assert reg.read_bytes() == before
