@@ -475,3 +475,29 @@ def test_mp_solver_bad_input():
         causal_ot_exact_mp([[-math.inf]], 0.5)
     with pytest.raises(ValueError, match="dps"):
         causal_ot_exact_mp([[0.0]], 0.5, dps=0)
+
+
+@pytest.mark.parametrize(("scores", "match"), [
+    (torch.full((2, 2), 1 + 5j, dtype=torch.complex128), "complex128"),  # was: real part
+    (torch.ones(2, 2, dtype=torch.bool), "bool"),  # was: True read as the score 1
+    (np.full((2, 2), 1 + 0j), r"scores\[0\]\[0\]"),
+    (torch.zeros(2, 2, 2, dtype=F64), r"scores\[0\]\[0\]"),  # (n, n, n): no batch
+    ([[None, 0.0], [0.0, 0.0]], r"scores\[0\]\[0\]"),
+    ([[0.0, 0.0], [True, 0.0]], r"scores\[1\]\[0\]"),
+    ([[0.0, 0.0], ["x", 0.0]], r"scores\[1\]\[0\]"),
+])
+def test_mp_solver_refuses_scores_that_are_not_real(scores, match):
+    """The ground truth takes real scores only: complex or boolean tensors, entries that
+    are no real number (complex, None, a bool, a string mpmath cannot read) and a batch
+    it does not take raise ValueError naming them, never a TypeError or an answer for other
+    scores (the dense operator refuses these dtypes too)."""
+    with pytest.raises(ValueError, match=match):
+        causal_ot_exact_mp(scores, 0.5)
+
+
+def test_mp_solver_takes_numpy_scalars_as_the_numbers_they_are():
+    """numpy integers and floats in a nested list are the real numbers they hold (float32
+    and float64 convert to a float exactly): the same mpf rows as for Python numbers."""
+    plain = [[1, 0.0], [0.5, 2]]
+    numpy_scalars = [[np.int64(1), np.float64(0.0)], [np.float32(0.5), np.int32(2)]]
+    assert causal_ot_exact_mp(numpy_scalars, 0.5) == causal_ot_exact_mp(plain, 0.5)
