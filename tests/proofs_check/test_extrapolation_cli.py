@@ -607,3 +607,20 @@ def test_an_output_naming_an_input_or_another_output_is_refused(tiny_registratio
         assert err.count("\n") == 1 and match in err, err
         assert Path(argv[argv.index("--out") + 1]).read_bytes() == kept
     assert reg.read_bytes() == before
+
+
+@pytest.mark.parametrize("names", ["logd-1.0,logd-1", "margin-0.10,margin-0.1",
+                                   "kerple-2-0.02,kerple-2.0-0.020", "ot-0.5,ot-0.50"])
+def test_two_spellings_of_one_variant_are_refused(names, tmp_path, capsys):
+    """Two names of one variant (the same kind and numbers) would train it twice and count
+    it twice in the rank claims: ``--variants`` refuses them as it refuses a repeated
+    name, before any work."""
+    out = tmp_path / "reg.json"
+    argv = ["register", "--preset", "quick", "--steps", "3", "--windows", "2", "--longest",
+            "128", "--variants", names, "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--variants" in err and "same variant" in err, err
+    assert not out.exists()
+    first, second = (parse_variant(n) for n in names.split(","))
+    assert (first.kind, first.params) == (second.kind, second.params)  # one variant indeed
