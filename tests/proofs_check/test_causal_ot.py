@@ -501,3 +501,28 @@ def test_mp_solver_takes_numpy_scalars_as_the_numbers_they_are():
     plain = [[1, 0.0], [0.5, 2]]
     numpy_scalars = [[np.int64(1), np.float64(0.0)], [np.float32(0.5), np.int32(2)]]
     assert causal_ot_exact_mp(numpy_scalars, 0.5) == causal_ot_exact_mp(plain, 0.5)
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "anderson"])
+@pytest.mark.parametrize("max_iter", [1, 3, 10])
+def test_sweeps_stopped_early_return_weights_and_potentials_that_belong_together(
+        method, max_iter):
+    """Stopped at ``max_iter`` (unconverged, with a warning), the sweeps still return the
+    log-potentials of their weights: every row is ``softmax(s + logV)`` over its live keys
+    (``CausalOTResult.log_potentials``), and ``info.residual`` is the plain-sweep increment
+    at that ``logV``, ``(1 - rho) max |logV + kappa log C'|`` (Lemma 2.2), recomputed here
+    from the returned weights. Tolerances: a softmax of 6 terms, a few ulp (1e-14); the
+    increment, the same logs summed in another order (1e-12)."""
+    n, rho = 6, 0.9
+    kappa = rho / (1 - rho)
+    s = torch.randn(n, n, dtype=F64, generator=torch.Generator().manual_seed(0))
+    s[4, 1] = -math.inf
+    live = torch.isfinite(s) & torch.ones(n, n, dtype=torch.bool).tril()
+    with pytest.warns(ConvergenceWarning):
+        res = causal_ot_attention(s, rho, method=method, max_iter=max_iter, tol=1e-12)
+    log_v = res.log_potentials
+    neg = torch.tensor(-math.inf, dtype=F64)
+    assert (torch.softmax(torch.where(live, s + log_v, neg), -1) - res.weights).abs().max() <= 1e-14
+    cp = torch.cumsum(res.weights, dim=-2)
+    increment = ((1 - rho) * (log_v + kappa * torch.log(cp)))[live].abs().max().item()
+    assert increment == pytest.approx(res.info.residual, rel=1e-12, abs=1e-14)
