@@ -526,3 +526,16 @@ def test_sweeps_stopped_early_return_weights_and_potentials_that_belong_together
     cp = torch.cumsum(res.weights, dim=-2)
     increment = ((1 - rho) * (log_v + kappa * torch.log(cp)))[live].abs().max().item()
     assert increment == pytest.approx(res.info.residual, rel=1e-12, abs=1e-14)
+
+
+def test_rho_that_requires_grad_is_refused():
+    """No gradient w.r.t. ``rho`` is provided: a ``rho`` tensor that requires grad is a
+    ValueError naming ``rho`` (as in ``batch_unbalanced_sinkhorn``), not a silent
+    ``rho.grad is None`` after backward; the same value without grad gives the float's
+    weights bit for bit."""
+    s = torch.randn(4, 4, dtype=F64, generator=torch.Generator().manual_seed(1))
+    rho = torch.tensor(0.5, dtype=F64, requires_grad=True)
+    with pytest.raises(ValueError, match="rho: gradients"):
+        causal_ot_attention(s.requires_grad_(), rho)
+    same = causal_ot_attention(s.detach(), rho.detach()).weights
+    assert torch.equal(same, causal_ot_attention(s.detach(), 0.5).weights)
