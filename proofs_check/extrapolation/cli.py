@@ -12,8 +12,8 @@ The command-line contract of ``priors.cli``: bad input is one line
 before any work; a reader that goes away ends the command quietly; a full disk is one line
 and status 1. Progress goes to stderr, tables (or ``--json``) to stdout; files are written
 atomically, only over regular files, and never over a file the command reads or another
-output it writes (``--out`` naming the registration is refused). A registered prediction that fails is a result, not
-an error: the status stays 0.
+output it writes (``--out`` naming the registration is refused). A registered prediction
+that fails is a result, not an error: the status stays 0.
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def _cmd_check(args: Any) -> int:
         verdicts = check(reg, res)
     except ValueError as exc:
         raise UsageError(f"--results: {exc}") from None
-    except (KeyError, TypeError, IndexError) as exc:  # a results file 'run' did not write
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:  # not written by run
         what = f"no key {exc}" if isinstance(exc, KeyError) else str(exc)
         raise UsageError(f"--results: {echo(args.results)} is not a results file of 'run' "
                          f"({what})") from None

@@ -513,6 +513,20 @@ def test_check_and_fit_refuse_garbled_results(variant, check_reads_it, tiny_regi
     assert not model.exists()
 
 
+def test_check_refuses_results_whose_windows_are_no_object(tiny_registration, tmp_path,
+                                                          capsys):
+    """``windows`` (the held-out files the bootstrap resamples) that is not an object: one
+    line and exit 2, not an AttributeError."""
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": tiny_registration["config"], "variants": {},
+                               "windows": 5}))
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(tiny_registration))
+    assert main(["check", "--results", str(res), "--registered", str(reg)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--results: " in err and "not a results file" in err
+
+
 @pytest.mark.parametrize("config", [{}, {"design_length": "2048"}])
 def test_fit_refuses_results_without_a_design_length(config, tmp_path, capsys):
     res = tmp_path / "res.json"
