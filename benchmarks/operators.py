@@ -309,28 +309,64 @@ def run(quick: bool = False, *, stream_n: int | None = None, skip_stream: bool =
     return rows
 
 
+def _rhos(text: str) -> list[float]:
+    """A comma list of ``rho`` in ``[0, 1)`` (the stream's balancing strengths)."""
+    from priors.cli import real
+
+    out = [real(r.strip()) for r in text.split(",") if r.strip()]
+    if not out or any(not 0.0 <= r < 1.0 for r in out):
+        raise ValueError(f"must be a comma list of numbers in [0, 1), got {text!r}")
+    return out
+
+
+def _methods(text: str) -> list[str]:
+    """A comma list of the operator's methods."""
+    from proofs_check.operators.causal_ot import METHODS
+
+    out = [m.strip() for m in text.split(",")]
+    if any(m not in METHODS for m in out):
+        raise ValueError(f"must be a comma list from {', '.join(METHODS)}, got {text!r}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.operators", description=__doc__)
+    """The command (module docstring); bad arguments: one line, exit 2 (``priors.cli``)."""
+    from priors.cli import run
+
+    return run("python -m benchmarks.operators", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from priors.cli import Parser, UsageError, argtype, count
+
+    positive = argtype(lambda t: count(t, minimum=1, maximum=2**31 - 1))
+    p = Parser(prog="python -m benchmarks.operators", description=__doc__)
     p.add_argument("--quick", action="store_true", help="small sizes (seconds, not minutes)")
     p.add_argument("--json", action="store_true", help="print a JSON list")
-    p.add_argument("--stream-n", type=int, default=None)
-    p.add_argument("--stream-rhos", default="0.3333333333333333,0.9,0.99")
+    p.add_argument("--stream-n", type=positive, default=None)
+    p.add_argument("--stream-rhos", type=argtype(_rhos), default=None,
+                   help="comma list of rho in [0, 1) (default 1/3,0.9,0.99; --quick: 1/3)")
     p.add_argument("--skip-stream", action="store_true")
     p.add_argument("--only-stream", action="store_true", help="only the streaming runs")
-    p.add_argument("--methods", default=None, help="comma list (default: newton)")
-    p.add_argument("--sinkhorn-cap", type=int, default=400)
-    p.add_argument("--stream-child", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--methods", type=argtype(_methods), default=None,
+                   help="comma list (default: newton; not with --quick)")
+    p.add_argument("--sinkhorn-cap", type=positive, default=400)
+    p.add_argument("--stream-child", type=positive, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    rhos = [float(r) for r in args.stream_rhos.split(",") if r.strip()]
+    if args.only_stream and args.skip_stream:
+        raise UsageError("--only-stream and --skip-stream contradict each other")
+    if args.quick and (args.methods is not None or args.stream_rhos is not None):
+        raise UsageError("--quick runs its own methods and stream rho; drop --methods and "
+                         "--stream-rhos, or --quick")
+    rhos = args.stream_rhos or [1 / 3, 0.9, 0.99]
     if args.stream_child is not None:
         _stream_child(args.stream_child, rhos[0])
         return 0
     if args.only_stream:
         rows = [stream_row(args.stream_n or 65536, rho) for rho in rhos]
     else:
-        methods = args.methods.split(",") if args.methods else None
         rows = run(args.quick, stream_n=args.stream_n, skip_stream=args.skip_stream,
-                   sinkhorn_cap=args.sinkhorn_cap, stream_rhos=rhos, methods=methods)
+                   sinkhorn_cap=args.sinkhorn_cap, stream_rhos=rhos, methods=args.methods)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

@@ -302,3 +302,32 @@ def test_cuda_areas_need_a_device(monkeypatch, capsys):
     assert "needs a CUDA device" in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert bench_main._areas(None)[-1] == "operators_cuda"
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--stream-rhos", "x", "--only-stream"], "--stream-rhos"),
+    (["--stream-rhos", "1.5", "--only-stream"], "[0, 1)"),
+    (["--stream-rhos", ",", "--only-stream"], "--stream-rhos"),
+    (["--stream-n", "-5", "--only-stream"], "--stream-n"),
+    (["--sinkhorn-cap", "0", "--skip-stream"], "--sinkhorn-cap"),
+    (["--methods", "bogus", "--skip-stream"], "--methods"),
+    (["--quick", "--methods", "sinkhorn"], "--quick"),  # quick ran newton whatever was asked
+    (["--quick", "--stream-rhos", "0.9"], "--quick"),  # and its own stream rho
+    (["--only-stream", "--skip-stream"], "contradict"),
+])
+def test_operators_bad_arguments_are_one_line_exit_2(argv, match, capsys, monkeypatch):
+    """``python -m benchmarks.operators`` refuses a bad or contradictory option in one
+    line with exit 2 before any benchmark starts (no traceback from the child stream,
+    no option silently ignored)."""
+    import benchmarks.operators as bench
+
+    def started(*args, **kwargs):
+        raise AssertionError("a benchmark started")
+
+    monkeypatch.setattr(bench, "run", started)
+    monkeypatch.setattr(bench, "stream_row", started)
+    assert bench.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("python -m benchmarks.operators: error")
+    assert match in captured.err

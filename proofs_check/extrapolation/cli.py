@@ -11,19 +11,22 @@ The command-line contract of ``priors.cli``: bad input is one line
 ``python -m proofs_check.extrapolation: error: MESSAGE`` on stderr and exit status 2,
 before any work; a reader that goes away ends the command quietly; a full disk is one line
 and status 1. Progress goes to stderr, tables (or ``--json``) to stdout; files are written
-atomically, only over regular files. A registered prediction that fails is a result, not
-an error: the status stays 0.
+atomically, only over regular files, and never over a file the command reads or another
+output it writes (``--out`` naming the registration is refused). A registered prediction
+that fails is a result, not an error: the status stays 0.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from priors.cli import (
+    ListOf,
     MapOf,
     Parser,
     Record,
@@ -31,6 +34,7 @@ from priors.cli import (
     argtype,
     check_output_dir,
     check_output_file,
+    check_shape,
     count,
     echo,
     emit,
@@ -45,7 +49,15 @@ PROG = "python -m proofs_check.extrapolation"
 _positive = argtype(lambda t: count(t, minimum=1, maximum=10**9))
 _RESULTS_SHAPE = Record({"config": dict, "variants": MapOf(dict)})
 _REGISTRATION_SHAPE = Record({"version": str, "config": dict, "claims": list})
-_LOSS_MODEL_SHAPE = Record({"version": str, "coef": list, "cov": list, "tau": float})
+#: What ``fit`` reads of a results file: the design length and, of each variant it fits
+#: on, the per-length dilution, change and its standard error.
+_FIT_CONFIG_SHAPE = Record({"design_length": int})
+_FIT_VARIANT_SHAPE = Record({"per_length": ListOf(Record(
+    {"length": int, "dilution": float, "change": float, "se": float}))})
+_LOSS_MODEL_SHAPE = Record(
+    {"version": str, "coef": ListOf(float), "cov": ListOf(ListOf(float)), "tau": float},
+    optional={"fitted_on": Record(optional={
+        "variants": ListOf(str), "lengths": ListOf(int), "source_variants": ListOf(str)})})
 _FILE_LIMIT = 1 << 27  # 128 MiB: a full results file is a few MB
 
 
@@ -146,6 +158,31 @@ def _config(args: Any) -> Any:
         raise UsageError(str(exc)) from None
 
 
+def _file_identity(path: str) -> tuple[Any, ...]:
+    """What names one file: its device and inode where it exists (hard and symbolic links
+    alike), else its resolved path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def _distinct_files(named: Sequence[tuple[str, str | None]], outputs: Sequence[str]) -> None:
+    """Bad input when one of the ``outputs`` options names the same file as another of the
+    ``named`` options (an input it would replace, or another output it would overwrite)."""
+    seen: dict[tuple[Any, ...], str] = {}
+    for option, path in named:
+        if not path:
+            continue
+        key = _file_identity(path)
+        other = seen.get(key)
+        if other is not None and (option in outputs or other in outputs):
+            raise UsageError(f"{option} and {other} name the same file {echo(path)}; the "
+                             "command would replace what it reads or writes first")
+        seen.setdefault(key, option)
+
+
 def _read(path: str, option: str, shape: Any) -> tuple[dict[str, Any], str]:
     """The JSON document at ``path`` and the sha256 of its bytes; bad input if missing."""
     doc = read_json_file(path, option, limit=_FILE_LIMIT, shape=shape)
@@ -153,6 +190,20 @@ def _read(path: str, option: str, shape: Any) -> tuple[dict[str, Any], str]:
         raise UsageError(f"{option}: {echo(path)} does not exist")
     with open(path, "rb") as fh:
         return doc, hashlib.sha256(fh.read()).hexdigest()
+
+
+def _read_registration(path: str, option: str) -> tuple[dict[str, Any], str]:
+    """The registration at ``path`` and its sha256; bad input unless every claim is one
+    that ``check`` can read (``predictions.check_registration``)."""
+    from proofs_check.extrapolation.predictions import check_registration
+
+    reg, sha = _read(path, option, _REGISTRATION_SHAPE)
+    try:
+        check_registration(reg)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {echo(path)} is not a registration of 'register': "
+                         f"{exc}") from None
+    return reg, sha
 
 
 def _registration_matches(reg: dict[str, Any], cfg: Any, option: str) -> None:
@@ -188,6 +239,7 @@ def _cmd_register(args: Any) -> int:
 
     cfg = _config(args)
     check_output_file(args.out, "--out")
+    _distinct_files([("--loss-model", args.loss_model), ("--out", args.out)], ["--out"])
     model, sha = None, None
     if args.loss_model is not None:
         doc, sha = _read(args.loss_model, "--loss-model", _LOSS_MODEL_SHAPE)
@@ -195,7 +247,14 @@ def _cmd_register(args: Any) -> int:
             model = LossModel.from_dict(doc)
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--loss-model: {exc}") from None
-    reg = register(cfg, loss_model=model, loss_model_sha256=sha)
+    try:
+        reg = register(cfg, loss_model=model, loss_model_sha256=sha)
+        json.dumps(reg, allow_nan=False)  # every registered number finite (JSON has no inf)
+    except (OverflowError, ValueError) as exc:
+        if model is None:
+            raise
+        raise UsageError(f"--loss-model: its predictions for these variants are not finite "
+                         f"numbers ({exc})") from None
     write_json_atomic(reg, args.out, "--out")
     if args.json:
         emit(json.dumps(reg, indent=1))
@@ -217,7 +276,7 @@ def _cmd_run(args: Any) -> int:
     device = _device(args.device)
     reg = reg_sha = None
     if args.registered is not None:
-        reg, reg_sha = _read(args.registered, "--registered", _REGISTRATION_SHAPE)
+        reg, reg_sha = _read_registration(args.registered, "--registered")
         _registration_matches(reg, cfg, "--registered")
     if args.out is not None:
         check_output_file(args.out, "--out")
@@ -227,6 +286,8 @@ def _cmd_run(args: Any) -> int:
         check_output_file(args.figure, "--figure", suffixes=FIGURE_SUFFIXES)
     if args.cache_dir is not None:
         check_output_dir(args.cache_dir, "--cache-dir")
+    _distinct_files([("--registered", args.registered), ("--out", args.out),
+                     ("--figure", args.figure)], ["--out", "--figure"])
     import torch
 
     from proofs_check.extrapolation.experiment import run_experiment
@@ -270,15 +331,29 @@ def _cmd_fit(args: Any) -> int:
     from proofs_check.extrapolation.variants import parse_variant
 
     check_output_file(args.out, "--out")
+    _distinct_files([("--results", args.results), ("--out", args.out)], ["--out"])
     res, sha = _read(args.results, "--results", _RESULTS_SHAPE)
+
+    def garbled(exc: ValueError) -> UsageError:
+        return UsageError(f"--results: {echo(args.results)} is not a results file of 'run': "
+                          f"{exc}")
+
+    try:
+        check_shape(res["config"], _FIT_CONFIG_SHAPE, "['config']")
+        names = ([v.name for v in args.variants] if args.variants is not None else
+                 [n for n in res["variants"] if parse_variant(n).fixed_bias])
+    except ValueError as exc:
+        raise garbled(exc) from None
     longest = args.longest or res["config"]["design_length"]
-    names = ([v.name for v in args.variants] if args.variants is not None else
-             [n for n in res["variants"] if parse_variant(n).fixed_bias])
     points = []
     for name in names:
         v = res["variants"].get(name)
         if v is None or not parse_variant(name).fixed_bias:
             raise UsageError(f"--variants: {name!r} is not an in-domain variant of the results")
+        try:
+            check_shape(v, _FIT_VARIANT_SHAPE, f"['variants'][{name!r}]")
+        except ValueError as exc:
+            raise garbled(exc) from None
         for e in v["per_length"][1:]:
             if e["length"] <= longest:
                 points.append(LossPoint(name, e["length"], e["dilution"], e["change"], e["se"]))
@@ -303,12 +378,16 @@ def _cmd_fit(args: Any) -> int:
 def _cmd_check(args: Any) -> int:
     from proofs_check.extrapolation.predictions import check
 
-    reg, _ = _read(args.registered, "--registered", _REGISTRATION_SHAPE)
+    reg, _ = _read_registration(args.registered, "--registered")
     res, _ = _read(args.results, "--results", _RESULTS_SHAPE)
     try:
         verdicts = check(reg, res)
-    except (ValueError, KeyError) as exc:
+    except ValueError as exc:
         raise UsageError(f"--results: {exc}") from None
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:  # not written by run
+        what = f"no key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UsageError(f"--results: {echo(args.results)} is not a results file of 'run' "
+                         f"({what})") from None
     _print_verdicts(verdicts)
     return 0
 

@@ -129,10 +129,13 @@ class LossModel:
     version: str = LOSS_MODEL_VERSION
 
     def predict(self, lam: float) -> tuple[float, float]:
-        """``(mean, sd)`` of the true change at dilution ``lam`` (module docstring)."""
-        x = _design(np.asarray([lam]))[0]
-        cov = np.asarray(self.cov)
-        return float(x @ np.asarray(self.coef)), math.sqrt(self.tau**2 + float(x @ cov @ x))
+        """``(mean, sd)`` of the true change at dilution ``lam`` (module docstring); inf or
+        NaN, without a warning, where float64 overflows."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            x = _design(np.asarray([lam]))[0]
+            cov = np.asarray(self.cov)
+            mean, var = float(x @ np.asarray(self.coef)), float(x @ cov @ x)
+        return mean, math.sqrt(self.tau * self.tau + var)
 
     def interval(self, lam: float) -> tuple[float, float]:
         """The 90% prediction interval of the true change at ``lam``."""
@@ -178,19 +181,27 @@ def fit_loss_model(points: Sequence[LossPoint], fitted_on: dict[str, Any] | None
                    ) -> LossModel:
     """Fit the model of the module docstring to ``points`` (at least 4, with at least 3
     distinct dilutions); ``tau`` maximises the restricted likelihood over a grid of 2001
-    values from 0 to 2 bits per byte (steps of 0.001)."""
+    values from 0 to 2 bits per byte (steps of 0.001). ``ValueError`` if the fit is not a
+    finite model (points whose ``Lambda^2``, change or se overflow float64)."""
     if len(points) < 4 or len({round(p.dilution, 12) for p in points}) < 3:
         raise ValueError("points must hold at least 4 points at 3 distinct dilutions")
-    lam = np.asarray([p.dilution for p in points])
-    y = np.asarray([p.change for p in points])
-    se2 = np.asarray([max(p.se, 1e-6) ** 2 for p in points])
-    x = _design(lam)
-    best = None
-    for tau in np.linspace(0.0, 2.0, 2001):
-        coef, cov, reml = _wls(x, y, se2 + tau * tau)
-        if best is None or reml > best[3]:
-            best = (coef, cov, float(tau), reml)
+    lam = np.asarray([p.dilution for p in points], dtype=np.float64)
+    y = np.asarray([p.change for p in points], dtype=np.float64)
+    with np.errstate(all="ignore"):  # an overflow is refused below, not warned about
+        se2 = np.asarray([max(p.se, 1e-6) for p in points], dtype=np.float64) ** 2
+        x = _design(lam)
+        if not (np.isfinite(x).all() and np.isfinite(y).all() and np.isfinite(se2).all()):
+            raise ValueError("the points' dilution squared, change and se must be finite "
+                             "float64 numbers")
+        best = None
+        for tau in np.linspace(0.0, 2.0, 2001):
+            coef, cov, reml = _wls(x, y, se2 + tau * tau)
+            if best is None or reml > best[3]:
+                best = (coef, cov, float(tau), reml)
     coef, cov, tau, _ = best  # type: ignore[misc]
+    if not (np.isfinite(coef).all() and np.isfinite(cov).all()):
+        raise ValueError("the fitted coefficients are not finite (dilutions too far apart "
+                         "in scale for float64)")
     return LossModel(
         tuple(float(c) for c in coef),  # type: ignore[arg-type]
         tuple(tuple(float(c) for c in row) for row in cov),

@@ -58,6 +58,7 @@ __all__ = [
     "SAME_SETTINGS",
     "Verdict",
     "check",
+    "check_registration",
     "register",
 ]
 
@@ -216,6 +217,55 @@ class Verdict:
         return f"{self.id:<24} {mark:<12} measured {meas:>8}  {self.bound}   ({self.claim})"
 
 
+#: The fields of each kind of claim that :func:`check` reads, besides ``id``, ``kind`` and
+#: ``claim`` (strings), as JSON types (``priors.cli.check_shape``); ``points`` of
+#: ``rank-loss`` are ``[variant, length, quantity]`` triples.
+_CLAIM_FIELDS: dict[str, dict[str, Any]] = {
+    "mass-learned": {"variant": str, "length": int},
+    "mass-dilutes": {"variant": str, "length": int, "exact_lost": float},
+    "mass-summable": {"variant": str, "length": int, "exact_growth": float,
+                      "tol": (float, type(None))},
+    "loss-degrades": {"variant": str, "length": int},
+    "loss-interval": {"variant": str, "length": int, "predicted": float, "sd": float},
+    "rank-loss": {"points": list, "minimum": float},
+    "rank-retrieval": {"variants": list, "log_weight": list, "minimum": float},
+}
+
+
+def check_registration(registration: Any) -> None:
+    """``ValueError`` saying where ``registration`` is not a document :func:`register`
+    writes, as far as :func:`check` reads it: its ``config`` (``train_length``) and every
+    claim, whose ``kind`` must be one of ``_CLAIM_FIELDS`` and carry that kind's fields.
+
+    A command that checks results against a registration calls this before any work, so
+    that a garbled claim is refused up front, never found after the training."""
+    from priors.cli import ListOf, Record, check_shape
+
+    base = {"id": str, "kind": str, "claim": str}
+    check_shape(registration, Record({"config": Record({"train_length": int}),
+                                      "claims": ListOf(Record(base))}))
+    for i, c in enumerate(registration["claims"]):
+        where = f"['claims'][{i}]"
+        fields = _CLAIM_FIELDS.get(c["kind"])
+        if fields is None:
+            raise ValueError(f"{where}['kind'] must be one of {', '.join(_CLAIM_FIELDS)}, "
+                             f"got {c['kind']!r}")
+        check_shape(c, Record(fields), where)
+        if c["kind"] == "rank-loss":
+            check_shape(c["points"], ListOf(list), f"{where}['points']")
+            for k, point in enumerate(c["points"]):
+                if len(point) != 3:
+                    raise ValueError(f"{where}['points'][{k}] must be [variant, length, "
+                                     f"quantity], got {len(point)} items")
+                for item, kind in zip(point, (str, int, float), strict=True):
+                    check_shape(item, kind, f"{where}['points'][{k}]")
+        if c["kind"] == "rank-retrieval":
+            check_shape(c["variants"], ListOf(str), f"{where}['variants']")
+            check_shape(c["log_weight"], ListOf(float), f"{where}['log_weight']")
+            if len(c["variants"]) != len(c["log_weight"]):
+                raise ValueError(f"{where}: 'variants' and 'log_weight' differ in length")
+
+
 def _length_entry(v: dict[str, Any], n: int) -> dict[str, Any] | None:
     return next((e for e in v["per_length"] if e["length"] == n), None)
 
@@ -262,7 +312,9 @@ def _retrieval_accuracy(v: dict[str, Any], far: int) -> float | None:
 
 def check(registration: dict[str, Any], results: dict[str, Any]) -> list[Verdict]:
     """Every claim of ``registration`` checked on ``results`` (module docstring);
-    ``ValueError`` if the two were made with different settings."""
+    ``ValueError`` if the two were made with different settings or the registration is
+    not one (:func:`check_registration`)."""
+    check_registration(registration)
     reg_cfg, res_cfg = registration["config"], results["config"]
     diff = [k for k in SAME_SETTINGS if reg_cfg.get(k) != res_cfg.get(k)]
     if diff:

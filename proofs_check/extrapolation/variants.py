@@ -237,11 +237,21 @@ def _check_params(name: str, kind: str, params: tuple[float, ...]) -> None:
 
 
 def parse_variants(names: Any) -> tuple[Variant, ...]:
-    """A tuple of distinct :class:`Variant` from names (a sequence of strings or variants)."""
+    """A tuple of distinct :class:`Variant` from names (a sequence of strings or variants).
+
+    Distinct as variants, not only as names: two spellings of one number (``logd-1`` and
+    ``logd-1.0``) are the same variant, which would be trained twice and counted twice by
+    the rank claims."""
     out = tuple(n if isinstance(n, Variant) else parse_variant(n) for n in names)
     if not out:
         raise ValueError("variants must not be empty")
     seen = [v.name for v in out]
     if len(set(seen)) != len(seen):
         raise ValueError(f"variants must be distinct, got {', '.join(seen)}")
+    first: dict[tuple[Any, ...], str] = {}
+    for v in out:
+        other = first.setdefault((v.kind, v.params, v.learned), v.name)
+        if other != v.name:
+            raise ValueError(f"variants must be distinct: {other!r} and {v.name!r} are the "
+                             "same variant")
     return out

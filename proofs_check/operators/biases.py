@@ -94,6 +94,19 @@ def alibi_bias(
     return multi_head_bias([ALiBi(m) for m in slopes], n, dtype=dtype, device=device)
 
 
+#: torch's ``softplus`` (``beta = 1``) returns ``x`` itself above this threshold.
+_SOFTPLUS_THRESHOLD = 20.0
+
+
+def _softplus_inverse(y: float) -> float:
+    """``theta`` with ``torch.nn.functional.softplus(theta) == y`` (``y > 0``): ``log(e^y - 1)``,
+    and ``y`` itself above the threshold, where torch's softplus is the identity (and
+    ``e^y`` would overflow from ``y = 710`` on, making ``alpha`` infinite)."""
+    if y > _SOFTPLUS_THRESHOLD:
+        return y
+    return float(np.log(np.expm1(y)))
+
+
 def _causal_upper(n: int, device: Any) -> torch.Tensor:
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
@@ -149,7 +162,7 @@ class LogDistanceBias(nn.Module):
                 raise ValueError(
                     f"init_alpha must be > 1 + margin = {1 + margin}, got {init_alpha!r}"
                 )
-            theta0 = float(np.log(np.expm1(excess)))  # softplus^-1
+            theta0 = _softplus_inverse(excess)
         self.theta = nn.Parameter(torch.full((num_heads,), theta0, dtype=torch.float64))
 
     @property

@@ -231,3 +231,19 @@ def test_causal_ot_rows_use_their_own_length():
     np.testing.assert_allclose(torch.exp(m).sum(-1).numpy(), np.ones(8), rtol=1e-13)
     with mpmath.workdps(30):
         assert a[7, 5:8].sum().item() == pytest.approx(float(enc.window_mass(3, 8)), rel=1e-13)
+
+
+@pytest.mark.parametrize("init_alpha", [1.1 + 1e-8, 1.5, 21.0, 30.0, 720.0, 1e4])
+def test_init_alpha_is_the_initial_exponent_whatever_its_size(init_alpha):
+    """``alpha = 1 + margin + softplus(theta)`` equals ``init_alpha`` when the module is made:
+    within 4 ulp (the sums ``1 + margin + ...`` round), from just above ``1 + margin`` to
+    beyond ``e^710`` (where ``log(expm1(excess))`` overflows and made ``alpha`` infinite).
+    The bias is then ``-init_alpha ln(1 + d)`` by ``math.log1p``, finite on the diagonal."""
+    mod = LogDistanceBias(1, 0.1, init_alpha=init_alpha)
+    alpha = float(mod.alpha.detach())
+    assert abs(alpha - init_alpha) <= 4 * 2.0**-52 * init_alpha
+    out = mod(4)[0].detach()
+    ref = torch.tensor([[-alpha * math.log1p(q - k) if k <= q else -math.inf for k in range(4)]
+                        for q in range(4)], dtype=torch.float64)
+    # torch log1p vs math.log1p times the same alpha: within 2 ulp
+    torch.testing.assert_close(out, ref, rtol=4e-16, atol=0)

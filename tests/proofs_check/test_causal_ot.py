@@ -475,3 +475,67 @@ def test_mp_solver_bad_input():
         causal_ot_exact_mp([[-math.inf]], 0.5)
     with pytest.raises(ValueError, match="dps"):
         causal_ot_exact_mp([[0.0]], 0.5, dps=0)
+
+
+@pytest.mark.parametrize(("scores", "match"), [
+    (torch.full((2, 2), 1 + 5j, dtype=torch.complex128), "complex128"),  # was: real part
+    (torch.ones(2, 2, dtype=torch.bool), "bool"),  # was: True read as the score 1
+    (np.full((2, 2), 1 + 0j), r"scores\[0\]\[0\]"),
+    (torch.zeros(2, 2, 2, dtype=F64), r"scores\[0\]\[0\]"),  # (n, n, n): no batch
+    ([[None, 0.0], [0.0, 0.0]], r"scores\[0\]\[0\]"),
+    ([[0.0, 0.0], [True, 0.0]], r"scores\[1\]\[0\]"),
+    ([[0.0, 0.0], ["x", 0.0]], r"scores\[1\]\[0\]"),
+])
+def test_mp_solver_refuses_scores_that_are_not_real(scores, match):
+    """The ground truth takes real scores only: complex or boolean tensors, entries that
+    are no real number (complex, None, a bool, a string mpmath cannot read) and a batch
+    it does not take raise ValueError naming them, never a TypeError or an answer for other
+    scores (the dense operator refuses these dtypes too)."""
+    with pytest.raises(ValueError, match=match):
+        causal_ot_exact_mp(scores, 0.5)
+
+
+def test_mp_solver_takes_numpy_scalars_as_the_numbers_they_are():
+    """numpy integers and floats in a nested list are the real numbers they hold (float32
+    and float64 convert to a float exactly): the same mpf rows as for Python numbers."""
+    plain = [[1, 0.0], [0.5, 2]]
+    numpy_scalars = [[np.int64(1), np.float64(0.0)], [np.float32(0.5), np.int32(2)]]
+    assert causal_ot_exact_mp(numpy_scalars, 0.5) == causal_ot_exact_mp(plain, 0.5)
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "anderson"])
+@pytest.mark.parametrize("max_iter", [1, 3, 10])
+def test_sweeps_stopped_early_return_weights_and_potentials_that_belong_together(
+        method, max_iter):
+    """Stopped at ``max_iter`` (unconverged, with a warning), the sweeps still return the
+    log-potentials of their weights: every row is ``softmax(s + logV)`` over its live keys
+    (``CausalOTResult.log_potentials``), and ``info.residual`` is the plain-sweep increment
+    at that ``logV``, ``(1 - rho) max |logV + kappa log C'|`` (Lemma 2.2), recomputed here
+    from the returned weights. Tolerances: a softmax of 6 terms, a few ulp (1e-14); the
+    increment, the same logs summed in another order (1e-12)."""
+    n, rho = 6, 0.9
+    kappa = rho / (1 - rho)
+    s = torch.randn(n, n, dtype=F64, generator=torch.Generator().manual_seed(0))
+    s[4, 1] = -math.inf
+    live = torch.isfinite(s) & torch.ones(n, n, dtype=torch.bool).tril()
+    with pytest.warns(ConvergenceWarning):
+        res = causal_ot_attention(s, rho, method=method, max_iter=max_iter, tol=1e-12)
+    log_v = res.log_potentials
+    neg = torch.tensor(-math.inf, dtype=F64)
+    assert (torch.softmax(torch.where(live, s + log_v, neg), -1) - res.weights).abs().max() <= 1e-14
+    cp = torch.cumsum(res.weights, dim=-2)
+    increment = ((1 - rho) * (log_v + kappa * torch.log(cp)))[live].abs().max().item()
+    assert increment == pytest.approx(res.info.residual, rel=1e-12, abs=1e-14)
+
+
+def test_rho_that_requires_grad_is_refused():
+    """No gradient w.r.t. ``rho`` is provided: a ``rho`` tensor that requires grad is a
+    ValueError naming ``rho`` (as in ``batch_unbalanced_sinkhorn``), not a silent
+    ``rho.grad is None`` after backward; the same value without grad gives the float's
+    weights bit for bit."""
+    s = torch.randn(4, 4, dtype=F64, generator=torch.Generator().manual_seed(1))
+    rho = torch.tensor(0.5, dtype=F64, requires_grad=True)
+    with pytest.raises(ValueError, match="rho: gradients"):
+        causal_ot_attention(s.requires_grad_(), rho)
+    same = causal_ot_attention(s.detach(), rho.detach()).weights
+    assert torch.equal(same, causal_ot_attention(s.detach(), 0.5).weights)

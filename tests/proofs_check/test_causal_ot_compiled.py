@@ -784,3 +784,22 @@ def test_float32_series_solve_is_as_accurate_as_its_joint_loop(rho):
     assert not any(st_joint.series_rows)
     assert rel_err(w_series) <= 1.5 * rel_err(w_joint) + 1.2e-7
     assert (w_series.double() - ref).abs().max().item() <= 1e-5  # the float32 contract
+
+
+@pytest.mark.parametrize("max_iter", [1, 3, 12])
+def test_pure_torch_newton_keeps_to_max_iter_like_the_kernel(max_iter, monkeypatch):
+    """``max_iter`` caps a row's Newton steps on both paths: the pure-torch solver, stopped
+    unconverged (``tol = 1e-300``, hard rows at ``rho = 0.99``), reports at most
+    ``max_iter`` steps like the compiled kernel (it took up to twice as many: the joint
+    steps, then as many safeguarded ones again), and its weights stay finite, zero above
+    the diagonal, with rows summing to 1 within 1e-14 (a final normalisation)."""
+    s = rand_scores(2, 8, 8, seed=40) * 5
+    with pytest.warns(ConvergenceWarning):
+        kernel = causal_ot_attention(s, 0.99, tol=1e-300, max_iter=max_iter)
+    monkeypatch.setitem(compiled._state, "module", None)
+    with pytest.warns(ConvergenceWarning):
+        pure = causal_ot_attention(s, 0.99, tol=1e-300, max_iter=max_iter)
+    assert kernel.info.sweeps <= max_iter and pure.info.sweeps <= max_iter
+    w = pure.weights
+    assert torch.isfinite(w).all() and (w.triu(1) == 0).all()
+    assert (w.sum(-1) - 1).abs().max().item() <= 1e-14

@@ -125,3 +125,42 @@ def test_numpy_integers_are_integers_for_n_and_max_iter():
     got = dict(stream_causal_ot(np.int64(6), np.float64(0.5), max_iter=np.int32(50)))
     assert ref.keys() == got.keys()
     assert all(torch.equal(ref[k], got[k]) for k in ref)
+
+
+@pytest.mark.parametrize(
+    ("fn", "match"),
+    [
+        (lambda l_row, j: torch.zeros(l_row, dtype=torch.complex128) + 1j, "complex128"),
+        (lambda l_row, j: torch.ones(l_row, dtype=torch.bool), "bool"),
+        (lambda l_row, j: "scores", "not a tensor of real scores"),
+        (lambda l_row, j: None, "not a tensor of real scores"),
+    ],
+)
+def test_score_fn_returning_no_real_scores_is_refused(fn, match):
+    """Complex scores (whose cast drops the imaginary part), booleans (True read as a score
+    of 1) and values that are no tensor are refused by name, as the dense operator refuses
+    those dtypes, instead of streaming rows of other scores or a TypeError."""
+    with pytest.raises(ValueError, match=match):
+        for _ in stream_causal_ot(3, 0.5, score_fn=fn):
+            pass
+
+
+def test_score_fn_of_integers_or_lists_streams_the_dense_rows():
+    """Integer tensors and Python lists are real scores: the rows equal the dense operator's
+    on the same scores within 1e-12 (both solve each row to tol = 1e-13 in float64; a row's
+    error adds up over the n = 5 rows before it, see ``ConvergenceInfo.residual``)."""
+    n, rho = 5, 0.5
+    s = torch.arange(n * n).reshape(n, n) % 3
+    dense = causal_ot_attention(s.to(F64), rho, tol=1e-13).weights
+    for fn in (lambda l_row, j: s[l_row - 1, :l_row],
+               lambda l_row, j: s[l_row - 1, :l_row].tolist()):
+        for l_row, row in stream_causal_ot(n, rho, tol=1e-13, score_fn=fn):
+            assert (row - dense[l_row - 1, :l_row]).abs().max().item() <= 1e-12
+
+
+def test_unavailable_cuda_device_is_refused_up_front():
+    """A CUDA device this machine does not have (``cuda:99``: none without CUDA, an invalid
+    ordinal with it) is a ValueError naming the device when the stream is made, not
+    torch's AssertionError or RuntimeError at the first row."""
+    with pytest.raises(ValueError, match="device 'cuda:99' is not available"):
+        stream_causal_ot(3, 0.5, device="cuda:99")

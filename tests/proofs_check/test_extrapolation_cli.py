@@ -32,7 +32,7 @@ from proofs_check.extrapolation.experiment import QUICK, with_overrides
 from proofs_check.extrapolation.lossmodel import Z90, LossModel
 from proofs_check.extrapolation.predictions import check, register
 from proofs_check.extrapolation.results import bootstrap_mean, write_json_atomic
-from proofs_check.extrapolation.variants import parse_variant
+from proofs_check.extrapolation.variants import parse_variant, parse_variants
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -430,3 +430,211 @@ def test_fig7_colours_follow_names_and_panels_group_families(tiny_run):
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any(t.startswith("(a)") for t in titles) and any(t.startswith("(c)") for t in titles)
     assert sum(t.startswith("(b)") for t in titles) == 4  # one panel per family
+
+
+_TINY_FLAGS = ["--preset", "quick", "--steps", "3", "--windows", "2", "--longest", "256",
+               "--variants", "nope,alibi,logd-0.8,logd-1.2,logd-2", "--seeds", "0"]
+
+
+def _garble(doc, how):
+    """A copy of the registration ``doc`` with one claim broken as ``how`` says."""
+    doc = json.loads(json.dumps(doc))
+    claims = doc["claims"]
+    kinds = [c["kind"] for c in claims]
+    if how == "not-an-object":
+        claims.append(5)
+    elif how == "unknown-kind":
+        claims[0]["kind"] = "mass-vanishes"
+    elif how == "no-length":
+        del claims[kinds.index("mass-dilutes")]["length"]
+    elif how == "point-of-two":
+        claims[kinds.index("rank-loss")]["points"][0] = ["alibi", 128]
+    elif how == "weights-short":
+        claims[kinds.index("rank-retrieval")]["log_weight"].pop()
+    return doc
+
+
+@pytest.fixture(scope="module")
+def tiny_registration():
+    """The registration of ``_TINY_FLAGS`` (the priors only: no training), with a claim
+    of every kind that ``check`` reads except the loss model's."""
+    flags = dict(zip(_TINY_FLAGS[::2], _TINY_FLAGS[1::2], strict=True))
+    cfg = _tiny_cfg(variants=parse_variants(flags["--variants"].split(",")), seeds=(0,))
+    reg = register(cfg)
+    assert {"mass-dilutes", "rank-loss", "rank-retrieval"} <= {c["kind"] for c in reg["claims"]}
+    return reg
+
+
+@pytest.mark.parametrize("how", ["not-an-object", "unknown-kind", "no-length", "point-of-two",
+                                 "weights-short"])
+def test_garbled_registration_is_refused_before_any_work(how, tiny_registration, tmp_path,
+                                                         capsys):
+    """A registration whose claims ``check`` cannot read is bad input, refused by ``run``
+    before it trains (no cache directory made, no results written) and by ``check``: one
+    line, exit 2, never a traceback after hours of training."""
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(_garble(tiny_registration, how)))
+    out = tmp_path / "res.json"
+    _refused_before_work(["run", *_TINY_FLAGS, "--cached-only", "--registered", str(reg),
+                          "--out", str(out)], tmp_path, capsys, "--registered: ")
+    assert not out.exists()
+    res = tmp_path / "results.json"
+    res.write_text(json.dumps({"config": tiny_registration["config"], "variants": {}}))
+    assert main(["check", "--results", str(res), "--registered", str(reg)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--registered: " in err and "not a registration" in err
+
+
+@pytest.mark.parametrize("variant, check_reads_it", [
+    ({"per_length": [1, 2]}, True),
+    ({}, True),
+    ({"per_length": [{"length": 256}]}, True),  # the registered length, nothing measured
+    ({"per_length": [{"length": 64}]}, False),  # no registered length: check skips it
+    ({"per_length": [{"length": 128, "dilution": None, "change": 0.0, "se": 0.1}]}, False),
+])
+def test_check_and_fit_refuse_garbled_results(variant, check_reads_it, tiny_registration,
+                                              tmp_path, capsys):
+    """A results file with the registered settings whose entry of ``alibi`` is not what
+    ``run`` writes: ``fit`` (and ``check``, where it reads the entry) gives one line and
+    exit 2, and ``fit`` writes no loss model."""
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": tiny_registration["config"],
+                               "variants": {"alibi": variant}}))
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(tiny_registration))
+    model = tmp_path / "model.json"
+    commands = [["fit", "--results", str(res), "--out", str(model)]]
+    if check_reads_it:
+        commands.append(["check", "--results", str(res), "--registered", str(reg)])
+    for argv in commands:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--results: " in err and "not a results file" in err
+    assert not model.exists()
+
+
+def test_check_refuses_results_whose_windows_are_no_object(tiny_registration, tmp_path,
+                                                          capsys):
+    """``windows`` (the held-out files the bootstrap resamples) that is not an object: one
+    line and exit 2, not an AttributeError."""
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": tiny_registration["config"], "variants": {},
+                               "windows": 5}))
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(tiny_registration))
+    assert main(["check", "--results", str(res), "--registered", str(reg)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--results: " in err and "not a results file" in err
+
+
+@pytest.mark.parametrize("config", [{}, {"design_length": "2048"}])
+def test_fit_refuses_results_without_a_design_length(config, tmp_path, capsys):
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": config, "variants": {}}))
+    assert main(["fit", "--results", str(res), "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "['config']" in err and "design_length" in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def _loss_model_doc(**changes):
+    """A loss model document as ``fit`` writes it (``LossModel.to_dict``), with ``changes``."""
+    model = LossModel((0.0, 0.1, 0.0), ((1e-6, 0, 0), (0, 1e-6, 0), (0, 0, 1e-6)), 0.01,
+                      {"variants": ["alibi"], "lengths": [128], "source_variants": ["alibi"]})
+    return {**model.to_dict(), **changes}
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"fitted_on": {"variants": 5, "lengths": [128]}}, "['fitted_on']['variants']"),
+    ({"fitted_on": {"variants": ["alibi"], "lengths": 128}}, "['fitted_on']['lengths']"),
+    ({"fitted_on": {"source_variants": [["alibi"]]}}, "['fitted_on']['source_variants'][0]"),
+    ({"coef": ["0", "0.1", "0"]}, "['coef'][0] must be a number"),
+    ({"tau": 1e200}, "not finite"),  # tau^2 overflows: every interval infinite
+    # x' Cov x = 1.7e308 (1 + Lambda + Lambda^2)^2 overflows at logd-1.0's Lambda = 0.23
+    ({"cov": [[1.7e308] * 3] * 3}, "not finite"),
+])
+def test_register_refuses_a_garbled_loss_model(changes, match, tmp_path, capsys):
+    """A loss model ``fit`` did not write (its ``fitted_on`` not lists of names and lengths,
+    numbers as strings, or numbers whose predictions overflow) is refused by name before a
+    registration is written: one line, exit 2, never a traceback or a file with NaN."""
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(_loss_model_doc(**changes)))
+    out = tmp_path / "reg.json"
+    argv = ["register", "--preset", "quick", "--steps", "3", "--windows", "2", "--longest",
+            "256", "--variants", "alibi,logd-2,logd-1.0", "--loss-model", str(model),
+            "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--loss-model: " in err and match in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e100])
+def test_fit_refuses_dilutions_that_overflow(scale, tmp_path, capsys):
+    """Dilutions whose square (1e200) or whose normal equations (1e100: Lambda^4 = 1e400)
+    overflow float64 give no finite fit: ``fit`` says so in one line (exit 2) and writes no
+    model, instead of a traceback from writing NaN into JSON."""
+    def per_length(step):
+        return [{"length": 64, "dilution": 0.0, "change": 0.0, "se": 0.01}] + [
+            {"length": n, "dilution": step * k, "change": 0.01 * k, "se": 0.01}
+            for k, n in enumerate((128, 256, 512), 1)]
+
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": {"design_length": 512}, "variants": {
+        "alibi": {"per_length": per_length(scale)},
+        "logd-2": {"per_length": per_length(2 * scale)}}}))
+    model = tmp_path / "model.json"
+    assert main(["fit", "--results", str(res), "--out", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--results: " in err and "finite" in err, err
+    assert not model.exists()
+
+
+def test_an_output_naming_an_input_or_another_output_is_refused(tiny_registration, tmp_path,
+                                                                capsys):
+    """``--out`` (or ``--figure``) naming the file the command reads (the registration, the
+    results, the loss model: by the same path, a symbolic or a hard link) or its other
+    output is bad input before any work; the input is left byte for byte as it was."""
+    reg = tmp_path / "reg.json"
+    reg.write_text(json.dumps(tiny_registration))
+    (tmp_path / "reg-link.json").symlink_to(reg)
+    os.link(reg, tmp_path / "reg-hard.json")
+    before = reg.read_bytes()
+    for out in ("reg.json", "reg-link.json", "reg-hard.json"):
+        _refused_before_work(["run", *_TINY_FLAGS, "--cached-only", "--registered", str(reg),
+                              "--out", str(tmp_path / out)], tmp_path, capsys,
+                             "--out and --registered name the same file")
+    _refused_before_work(["run", *_TINY_FLAGS, "--cached-only", "--out",
+                          str(tmp_path / "r.png"), "--figure", str(tmp_path / "r.png")],
+                         tmp_path, capsys, "--figure and --out name the same file")
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"config": {"design_length": 512}, "variants": {}}))
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(_loss_model_doc()))
+    for argv, match in (
+            (["fit", "--results", str(res), "--out", str(res)], "--out and --results"),
+            (["register", *_TINY_FLAGS[:-4], "--loss-model", str(model), "--out", str(model)],
+             "--out and --loss-model")):
+        kept = Path(argv[argv.index("--out") + 1]).read_bytes()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and match in err, err
+        assert Path(argv[argv.index("--out") + 1]).read_bytes() == kept
+    assert reg.read_bytes() == before
+
+
+@pytest.mark.parametrize("names", ["logd-1.0,logd-1", "margin-0.10,margin-0.1",
+                                   "kerple-2-0.02,kerple-2.0-0.020", "ot-0.5,ot-0.50"])
+def test_two_spellings_of_one_variant_are_refused(names, tmp_path, capsys):
+    """Two names of one variant (the same kind and numbers) would train it twice and count
+    it twice in the rank claims: ``--variants`` refuses them as it refuses a repeated
+    name, before any work."""
+    out = tmp_path / "reg.json"
+    argv = ["register", "--preset", "quick", "--steps", "3", "--windows", "2", "--longest",
+            "128", "--variants", names, "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--variants" in err and "same variant" in err, err
+    assert not out.exists()
+    first, second = (parse_variant(n) for n in names.split(","))
+    assert (first.kind, first.params) == (second.kind, second.params)  # one variant indeed

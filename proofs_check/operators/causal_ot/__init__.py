@@ -197,7 +197,8 @@ def causal_ot_attention(
     ValueError
         Fewer than 2 dims, non-square, ``n = 0``, a dtype other than float16, bfloat16,
         float32 or float64, NaN or ``+inf`` scores on or below the diagonal, a row with every
-        key masked, scores on the ``meta`` device, ``rho`` outside ``[0, 1)`` or not finite,
+        key masked, scores on the ``meta`` device, ``rho`` outside ``[0, 1)``, not finite
+        or a tensor that requires grad (no gradient w.r.t. ``rho``),
         unknown ``method``, ``tol`` not a positive finite number (bools refused), or
         ``max_iter`` not an integer in ``[1, 2**31 - 1]``.
 
@@ -251,6 +252,8 @@ def _validate_arguments(scores: object, rho: object, method: object, tol: object
     as None where not given.
     """
     validate_score_layout(scores)
+    if isinstance(rho, torch.Tensor) and rho.requires_grad:  # as batch_unbalanced_sinkhorn
+        raise ValueError("rho: gradients with respect to rho are not provided; pass a float")
     rho = validate_rho(rho)
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

@@ -10,6 +10,7 @@ bound (monotone convergence, ``h`` convex increasing). Runs at ``dps`` plus guar
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import mpmath
@@ -26,6 +27,8 @@ def _as_rows(scores: object) -> list[list[object]]:
         import torch  # local: this module is only imported from proofs_check.operators
 
         if isinstance(scores, torch.Tensor):
+            if scores.is_complex() or scores.dtype == torch.bool:
+                raise ValueError(f"scores must be real, got a tensor of dtype {scores.dtype}")
             scores = scores.detach().cpu().double().tolist()
     except ImportError:  # pragma: no cover - torch is a dependency of proofs_check
         pass
@@ -66,7 +69,9 @@ def causal_ot_exact_mp(scores: object, rho: object, *, dps: int = 30) -> list[li
     ----------
     scores : n x n matrix (nested sequences, numpy array or torch tensor); entries above the
         diagonal are ignored, ``-inf`` entries are masked keys (weight exactly 0). Float
-        entries are taken exactly; strings are parsed by mpmath at working precision.
+        entries are taken exactly; strings are parsed by mpmath at working precision;
+        complex or boolean entries (or tensors), and anything else that is no real number,
+        raise ValueError naming the entry.
     rho : real in ``[0, 1)`` (float taken exactly, or an mpmath number / string).
     dps : decimal digits of the result (guard digits are added internally).
 
@@ -116,7 +121,17 @@ def _solve_rows(rows: list, rho: object, *, dps: int) -> list[list[mpmath.mpf]]:
             v = rows[i][j]
             if isinstance(v, float) and math.isnan(v):
                 raise ValueError(f"scores[{i}][{j}] is NaN")
-            sv = mpmath.mpf(v)
+            try:
+                if isinstance(v, bool):
+                    raise TypeError("a bool is not a score")
+                if isinstance(v, numbers.Integral):  # numpy integers too, exactly
+                    v = int(v)
+                elif isinstance(v, numbers.Real) and not isinstance(v, (float, mpmath.mpf)):
+                    v = float(v)  # numpy floats: float32 and float64 are exact in a float
+                sv = mpmath.mpf(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"scores[{i}][{j}] must be a real number or -inf, "
+                                 f"got {v!r}") from None
             if mpmath.isnan(sv) or sv == mpmath.inf:
                 raise ValueError(f"scores[{i}][{j}] must be finite or -inf, got {v!r}")
             s.append(None if sv == -mpmath.inf else sv)

@@ -56,7 +56,8 @@ def solve_row(
     live : (B, m) bool or None (all live); dead keys get exactly zero weight.
     rho : float in (0, 1).
     tol : stop when the largest Newton step in ``zeta`` and in ``x`` is ``<= tol``.
-    max_iter : cap on the outer (normaliser) iterations.
+    max_iter : cap on the Newton steps of the row, the joint ones and the safeguarded
+        iteration's together (one more only where the joint steps broke down at the cap).
 
     Returns
     -------
@@ -123,9 +124,14 @@ def solve_row(
             break
         if not math.isfinite(step):
             break
-    if not step <= tol:
-        x, zeta, it2, step = _solve_row_safe(s, log_c, live, rho, tol, max_iter, zeta.squeeze(-1))
-        it = fast + it2
+    # the safeguarded iteration gets what is left of max_iter (Newton steps per row in all,
+    # as the compiled kernel counts them); a fast loop that broke down (non-finite step)
+    # always gets at least one safeguarded step, which restarts from a finite zeta
+    left = max_iter - it
+    if not step <= tol and (left > 0 or not math.isfinite(step)):
+        x, zeta, it2, step = _solve_row_safe(s, log_c, live, rho, tol, max(left, 1),
+                                             zeta.squeeze(-1))
+        it = it + it2
         zeta = zeta.unsqueeze(-1)
         t = s - zeta
     # final inner polish at the final zeta, then normalise (removes the O(step) sum error)

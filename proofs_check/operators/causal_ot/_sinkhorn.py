@@ -38,22 +38,22 @@ def sinkhorn(
 ) -> tuple[torch.Tensor, torch.Tensor, int, float]:
     """Plain Lemma 2.2 sweeps until the sup-norm increment is ``<= tol``.
 
-    Returns (A, logV, sweeps, residual). ``A`` is the softmax at the last ``logV`` whose
-    increment met the tolerance.
+    Returns (A, logV, sweeps, residual): ``A = rowsoftmax(S + logV)`` and ``residual`` the
+    increment at that ``logV``, however the sweeps stop (tolerance met, stalled at rounding
+    level, or ``max_iter``), so that the weights and the log-potentials returned belong
+    together.
     """
     log_v = torch.zeros_like(s_masked)
     res = float("inf")
     stall = _Stall(s_masked.dtype)
     k = 0
     a = None
-    for k in range(1, max_iter + 1):  # noqa: B007 - the count is returned
+    for k in range(1, max_iter + 1):
         new, a = sweep(s_masked, live, log_v, rho)
         res = (new - log_v).abs().max().item()
-        if res <= tol:
+        if res <= tol or stall.update(res, new) or k == max_iter:
             break
         log_v = new
-        if stall.update(res, log_v):
-            break
     return a, log_v, k, res
 
 
@@ -90,7 +90,8 @@ def anderson(
     With ``f_k = Phi(x_k) - x_k`` and the last ``m`` differences ``dX, dF``, the next iterate
     is ``Phi(x_k) - (dX + dF) gamma`` with ``gamma`` minimising ``|f_k - dF gamma|_2``
     (Tikhonov-regularised normal equations). Each iteration costs one sweep.
-    Returns (A, logV, sweeps, residual) like :func:`sinkhorn`.
+    Returns (A, logV, sweeps, residual) like :func:`sinkhorn` (``A`` and ``residual`` of the
+    returned ``logV``, also at ``max_iter``).
     """
     bsz = s_masked.shape[0]
     x = torch.zeros_like(s_masked)
@@ -102,11 +103,11 @@ def anderson(
     stall = _Stall(s_masked.dtype)
     k = 0
     a = None
-    for k in range(1, max_iter + 1):  # noqa: B007 - the count is returned
+    for k in range(1, max_iter + 1):
         gx, a = sweep(s_masked, live, x, rho)
         f = gx - x
         res = f.abs().max().item()
-        if res <= tol or stall.update(res, x):
+        if res <= tol or stall.update(res, x) or k == max_iter:
             break
         if prev_x is not None:
             dx_hist.append((x - prev_x).reshape(bsz, -1))

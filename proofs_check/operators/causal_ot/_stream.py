@@ -49,10 +49,12 @@ def stream_causal_ot(
     n : number of rows (queries), ``n >= 1``.
     rho : balancing strength in ``[0, 1)``.
     score_fn : callable ``(l, j) -> s`` with ``l`` the 1-based row and ``j`` the 1-based key
-        indices ``1..l`` (an int64 tensor on ``device``); returns the ``l`` scores of row
-        ``l`` (``-inf`` = masked key). ``None`` means constant scores (the prior of §4).
+        indices ``1..l`` (an int64 tensor on ``device``); returns the ``l`` real scores of
+        row ``l`` (a tensor, array or list; ``-inf`` = masked key; complex or boolean
+        values: ValueError). ``None`` means constant scores (the prior of §4).
     dtype : float32 or float64 (the compute dtype).
-    device : where the vectors live (a device that holds values: not ``meta``).
+    device : where the vectors live (a device that holds values, not ``meta``, and that this
+        machine has).
     tol, max_iter : Newton tolerance (dtype default) and cap per row (a Python or numpy
         integer in ``[1, 2**31 - 1]``); a row that misses it issues a
         :class:`ConvergenceWarning`.
@@ -97,14 +99,40 @@ def stream_causal_ot(
 
 
 def _validate_device(device: object) -> torch.device:
-    """``device`` as a torch.device that holds values (not ``meta``); else ValueError."""
+    """``device`` as a torch.device that holds values (not ``meta``) and is present on
+    this machine (``cuda`` without a CUDA device is refused here, not at the first row);
+    else ValueError naming ``device``."""
     try:
         dev = torch.device(device)  # type: ignore[arg-type]
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device must name a torch device, got {device!r}") from exc
     if dev.type == "meta":
         raise ValueError("device is 'meta' (it holds no values to stream rows into)")
+    try:
+        torch.empty(0, device=dev)
+    except (RuntimeError, AssertionError) as exc:  # torch's "not compiled with CUDA" asserts
+        raise ValueError(f"device {str(dev)!r} is not available on this machine "
+                         f"({type(exc).__name__}: {str(exc).strip().splitlines()[0]})") from None
     return dev
+
+
+def _row_scores(score_fn: Callable[[int, torch.Tensor], torch.Tensor], l_row: int,
+                j: torch.Tensor, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``score_fn(l_row, j)`` as a ``(1, l_row)`` tensor of real scores in ``dtype``;
+    ValueError when it returns something else (complex or boolean values included: a
+    cast would drop the imaginary part or read True as a score of 1)."""
+    value = score_fn(l_row, j)  # its own exceptions propagate as they are
+    try:
+        raw = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"score_fn({l_row}, j) returned something that is not a tensor of "
+                         f"real scores ({exc})") from None
+    if raw.is_complex() or raw.dtype == torch.bool:
+        raise ValueError(f"score_fn({l_row}, j) returned {raw.dtype} values, not real scores")
+    s = raw.to(dtype=dtype, device=device).reshape(1, -1)
+    if s.shape[-1] != l_row:
+        raise ValueError(f"score_fn({l_row}, j) returned {s.shape[-1]} scores, not {l_row}")
+    return s
 
 
 def _stderr_progress(every_s: float = 5.0) -> Callable[[int, int], None]:
@@ -140,9 +168,7 @@ def _stream(n, rho, score_fn, dtype, device, tol, max_iter, progress=None):
             s = zeros[:, :l_row]
             live = None
         else:
-            s = torch.as_tensor(score_fn(l_row, j), dtype=dtype, device=device).reshape(1, -1)
-            if s.shape[-1] != l_row:
-                raise ValueError(f"score_fn({l_row}, j) returned {s.shape[-1]} scores, not {l_row}")
+            s = _row_scores(score_fn, l_row, j, dtype, device)
             if torch.isnan(s).any() or (s == float("inf")).any():
                 raise ValueError(f"score_fn({l_row}, j) returned NaN or +inf")
             live = torch.isfinite(s)
