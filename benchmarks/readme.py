@@ -243,13 +243,16 @@ AREAS: dict[str, Callable[[Sequence[Row]], list[str]]] = {
 def render(results: Mapping[str, Any]) -> str:
     """The performance tables (Markdown, without the markers) from parsed results.
 
-    ``ValueError`` when ``results`` has no ``areas`` mapping (not a results file) or an
-    area holds a row its table cannot be made from (a missing or mistyped field).
+    ``ValueError`` when ``results`` has no ``areas`` mapping (not a results file), no area
+    with rows that a table is made from, or an area holds a row its table cannot be made
+    from (a missing or mistyped field).
     """
     areas = results.get("areas") if isinstance(results, Mapping) else None
     if not isinstance(areas, Mapping):
         raise ValueError("results must be a mapping with an 'areas' mapping "
                          "(the contents of benchmarks/results.json)")
+    if not any(area in AREAS and rows for area, rows in areas.items()):
+        raise ValueError(f"results: no rows in any area the README shows ({', '.join(AREAS)})")
     where = "; ".join(f"{m} ({', '.join(a)})" for m, a in machines(results))
     lines = [f"Measured by `python -m benchmarks` on {where}. Times are medians to 3 "
              "significant digits (min, max and repeats are in the results file)."]

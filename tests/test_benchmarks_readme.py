@@ -92,6 +92,19 @@ def test_each_machine_is_named_once_with_its_areas():
 def test_not_a_results_file_is_refused():
     with pytest.raises(ValueError, match="areas"):
         render({"machine": INTEL})
+    # areas with nothing a table is made from: refused, not a README block of no tables
+    for areas in ({}, {"bogus": [{"x": 1}]}, {"margin": []}):
+        with pytest.raises(ValueError, match="no rows in any area"):
+            render(_results(**areas))
+
+
+def test_readme_option_refuses_results_with_no_table(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(_results(bogus=[{"x": 1}])))
+    assert bench_main.main(["--readme", "--out", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "no rows in any area" in captured.err
 
 
 def test_readme_option_prints_the_block_and_runs_nothing(tmp_path, capsys):

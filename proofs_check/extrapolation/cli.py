@@ -47,6 +47,8 @@ __all__ = ["main"]
 PROG = "python -m proofs_check.extrapolation"
 
 _positive = argtype(lambda t: count(t, minimum=1, maximum=10**9))
+#: torch threads and worker processes: torch hangs at a million threads
+_workers = argtype(lambda t: count(t, minimum=1, maximum=1024))
 _RESULTS_SHAPE = Record({"config": dict, "variants": MapOf(dict)})
 _REGISTRATION_SHAPE = Record({"version": str, "config": dict, "claims": list})
 #: What ``fit`` reads of a results file: the design length and, of each variant it fits
@@ -102,8 +104,8 @@ def _parser() -> Parser:
     r = sub.add_parser("run", help="train, evaluate, write results")
     _experiment_options(r)
     r.add_argument("--device", default="cpu", help="torch device: cpu or cuda[:N]")
-    r.add_argument("--threads", type=_positive, default=1, help="torch CPU threads")
-    r.add_argument("--jobs", type=_positive, default=1,
+    r.add_argument("--threads", type=_workers, default=1, help="torch CPU threads (<= 1024)")
+    r.add_argument("--jobs", type=_workers, default=1,
                    help="runs in parallel processes (one thread each); e.g. 2 on 2 cores")
     r.add_argument("--cache-dir", help="corpus cache and checkpoints (default ~/.cache/...)")
     r.add_argument("--cached-only", action="store_true",

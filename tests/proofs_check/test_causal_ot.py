@@ -475,6 +475,11 @@ def test_mp_solver_bad_input():
         causal_ot_exact_mp([[-math.inf]], 0.5)
     with pytest.raises(ValueError, match="dps"):
         causal_ot_exact_mp([[0.0]], 0.5, dps=0)
+    for flag in (False, True):  # a bool is no rho, as for causal_ot_attention
+        with pytest.raises(ValueError, match="rho"):
+            causal_ot_exact_mp([[0.0]], flag)
+        with pytest.raises(ValueError, match="rho"):
+            causal_ot_attention(torch.zeros(1, 1, dtype=F64), flag)
 
 
 @pytest.mark.parametrize(("scores", "match"), [

@@ -222,6 +222,8 @@ def test_write_json_atomic_leaves_no_partial_file(tmp_path):
         (["run", "--variants", "bogus"], "variant must be one of"),
         (["run", "--variants", "alibi,alibi"], "distinct"),
         (["run", "--steps", "0"], "must be >= 1"),
+        (["run", "--threads", "1000000"], "<= 1024"),  # torch hangs at a million threads
+        (["run", "--jobs", "1025"], "<= 1024"),
         (["run", "--device", "nonsense"], "--device"),
         (["run", "--device", "cuda"] if not torch.cuda.is_available()
          else ["run", "--steps", "-1"], ""),

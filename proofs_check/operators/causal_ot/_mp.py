@@ -106,6 +106,8 @@ def _solve_rows(rows: list, rho: object, *, dps: int) -> list[list[mpmath.mpf]]:
     """The rows of ``causal_ot_exact_mp`` at ``dps + _GUARD`` digits, rounded to ``dps``."""
     n = len(rows)
     try:
+        if isinstance(rho, bool):  # True/False are not an exponent, as in validate_rho
+            raise TypeError("a bool is not rho")
         r = mpmath.mpf(rho)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"rho must be a real number in [0, 1), got {rho!r}") from exc
