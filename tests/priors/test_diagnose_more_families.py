@@ -26,7 +26,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_diagnose_families import _BASE, _content_free, _worst  # noqa: E402
+from test_diagnose_families import _BASE, _config_dir, _content_free, _worst  # noqa: E402
 
 from priors.diagnose import diagnose  # noqa: E402
 from priors.diagnose.__main__ import main  # noqa: E402
@@ -38,19 +38,6 @@ N = 48  # rows up to 48 keys: every row of a full layer checked against 1/k
 def _no_grad():
     with torch.no_grad():
         yield
-
-
-def _saved(tmp_path, cfg, drop: tuple[str, ...] = ()) -> str:
-    """``cfg`` as transformers saves it, optionally without some keys (an older config)."""
-    cfg.save_pretrained(tmp_path)
-    path = os.path.join(tmp_path, "config.json")
-    with open(path) as fh:
-        data = json.load(fh)
-    for key in drop:
-        data.pop(key, None)
-    with open(path, "w") as fh:
-        json.dump(data, fh)
-    return str(tmp_path)
 
 
 def _attentions(cfg) -> tuple:
@@ -68,7 +55,7 @@ def test_qwen2_moe_without_sliding_window_is_full_attention(drop, tmp_path):
     cfg = transformers.Qwen2MoeConfig(**_BASE, num_experts=2, num_experts_per_tok=1,
                                       moe_intermediate_size=32,
                                       shared_expert_intermediate_size=32)
-    path = _saved(tmp_path, cfg, drop)
+    path = _config_dir(tmp_path, cfg, drop)
     with open(os.path.join(path, "config.json")) as fh:
         assert json.load(fh)["sliding_window"] == 0  # the case under test
     att = _attentions(cfg)
@@ -85,7 +72,7 @@ def test_xglm_heads_are_read_from_attention_heads(tmp_path):
     cfg = transformers.XGLMConfig(vocab_size=64, d_model=32, num_layers=2, attention_heads=4,
                                   ffn_dim=64, max_position_embeddings=256)
     att = _attentions(cfg)
-    r = diagnose(_saved(tmp_path, cfg), window=4, lengths=[N])
+    r = diagnose(_config_dir(tmp_path, cfg), window=4, lengths=[N])
     assert (r.model.num_layers, r.model.num_heads) == (len(att), att[0].shape[1])
     assert _worst(att, r.heads, N) <= 1e-6  # float32 1/k, as above
 
@@ -108,7 +95,7 @@ def test_bidirectional_gemma_is_refused(mt, tmp_path, capsys):
                  - model(other).last_hidden_state[0, 0]).abs().max()
         # a causal model's position 0 is bit-identical whatever follows it
         assert float(moved) > 0
-    path = _saved(tmp_path, cfg)
+    path = _config_dir(tmp_path, cfg)
     with pytest.raises(ValueError, match="use_bidirectional_attention"):
         diagnose(path, window=4, lengths=[N])
     assert main([path, "--window", "4", "--length", str(N)]) == 2
@@ -198,7 +185,7 @@ def test_recurrent_gemma_local_window_is_refused_not_ignored(tmp_path):
     other[0, 0] = 63
     # beyond the window the last logits are bit-identical: the model masks token 0
     assert torch.equal(model(ids).logits[0, -1], model(other).logits[0, -1])
-    r = diagnose(_saved(tmp_path, cfg), window=4, lengths=[64])
+    r = diagnose(_config_dir(tmp_path, cfg), window=4, lengths=[64])
     assert r.heads and all(res.prior.refusal and "attention_window_size" in res.prior.refusal
                            for res in r.heads)
     assert all(res.prior.encoding is None and not res.masses for res in r.heads)
@@ -225,7 +212,7 @@ def test_paligemma_suffix_rows_are_the_diagnosed_causal_rows(tmp_path):
     kinds[0, prefix:] = 1  # token_type_ids: 0 prefix, 1 suffix
     att = _content_free(model)(input_ids=ids, token_type_ids=kinds,
                                output_attentions=True).attentions
-    r = diagnose(_saved(tmp_path, cfg), window=4, lengths=[N])
+    r = diagnose(_config_dir(tmp_path, cfg), window=4, lengths=[N])
     assert any("PaliGemma" in note for note in r.model.notes)
     for layer, a in enumerate(att):
         for h in range(a.shape[1]):
@@ -266,7 +253,7 @@ def test_rotary_encoders_are_refused_as_encoder_only(mt, tmp_path):
              - model(input_ids=other).last_hidden_state[0, 0]).abs().max()
     assert float(moved) > 0  # a causal model's position 0 is bit-identical
     with pytest.raises(ValueError, match="encoder-only"):
-        diagnose(_saved(tmp_path, cfg), window=4, lengths=[N])
+        diagnose(_config_dir(tmp_path, cfg), window=4, lengths=[N])
 
 
 def test_deepseek_legacy_rope_scaling_type_keeps_the_softmax_scale(tmp_path):
@@ -328,7 +315,7 @@ def test_llama4_empty_no_rope_layers_is_the_default_pattern(tmp_path):
     cfg = transformers.AutoConfig.for_model(
         "llama4_text", **_BASE, attention_chunk_size=16, num_local_experts=1,
         intermediate_size_mlp=64, interleave_moe_layer_step=1, no_rope_layers=[])
-    path = _saved(tmp_path, cfg, ("layer_types",))
+    path = _config_dir(tmp_path, cfg, ("layer_types",))
     with open(os.path.join(path, "config.json")) as fh:
         data = json.load(fh)
     data["no_rope_layers"] = []  # as published
@@ -349,7 +336,7 @@ def test_lfm2_attention_layers_named_by_index_are_not_all_layers(tmp_path):
                                   num_hidden_layers=2, num_attention_heads=4,
                                   num_key_value_heads=2, max_position_embeddings=256,
                                   full_attn_idxs=[1])
-    path = _saved(tmp_path, cfg, ("layer_types",))
+    path = _config_dir(tmp_path, cfg, ("layer_types",))
     model = transformers.AutoModelForCausalLM.from_config(
         transformers.AutoConfig.from_pretrained(path))
     assert [hasattr(layer, "self_attn") for layer in model.model.layers] == [False, True]
