@@ -198,14 +198,23 @@ def _proof_status(search: Any, problem: Any, outcome: Any, budget: int) -> tuple
     (``EvaluationBudgetWarning`` when the budget ran out, else ``RuntimeWarning``)."""
     delta_hi = outcome.delta_hi
     unresolved, budget_lo_reason = "", ""
+    band: float | None = None
     if outcome.exhausted:
         unresolved, budget_lo_reason = _budget_note(search, problem, outcome, budget)
         # stacklevel 3: the caller of select_margin
         warnings.warn(unresolved, EvaluationBudgetWarning, stacklevel=3)
     elif not outcome.resolved:
-        unresolved = explain.unresolved_tangency(
-            problem.tol, 1 + delta_hi, problem.prec, outcome.delta_lo is not None
-        )
+        band = _float_band_point(problem, outcome)
+        if band is not None:
+            unresolved = explain.unresolved_float_band(
+                problem.tol, problem.tol_safe, 1 + band,
+                (delta_hi - (outcome.delta_lo or 0.0)) / delta_hi, BRACKET_RTOL,
+                outcome.delta_lo is not None,
+            )
+        else:
+            unresolved = explain.unresolved_tangency(
+                problem.tol, 1 + delta_hi, problem.prec, outcome.delta_lo is not None
+            )
         warnings.warn(unresolved, RuntimeWarning, stacklevel=3)
     if outcome.delta_lo is not None:
         return unresolved, explain.LO_PROVEN
@@ -213,7 +222,35 @@ def _proof_status(search: Any, problem: Any, outcome: Any, budget: int) -> tuple
         return unresolved, explain.LO_NONE_NEEDED
     if outcome.exhausted:
         return unresolved, budget_lo_reason
+    if not outcome.resolved and band is not None:
+        return unresolved, explain.lo_not_proven_band(problem.tol, problem.tol_safe)
     return unresolved, explain.lo_not_proven(problem.prec, 1 + delta_hi)
+
+
+def _float_band_point(search_problem: Any, outcome: Any) -> float | None:
+    """A ``delta`` just below ``delta_hi`` where ``G`` is proven to lie in ``(t, tol]``,
+    ``t = GrowthProblem.tol_safe`` the largest float ``<= tol``, or ``None``.
+
+    Safety is certified against ``t`` (so every reported float bound stays ``<= tol``) and a
+    violation against ``tol``; where ``tol`` is not a float, ``G`` crosses the band
+    ``(t, tol]`` over a ``delta``-interval of width about ``(tol - t) / |G'|``, on which no
+    point can be certified either way. Near ``delta* ~ 0`` that interval is wider than the
+    targeted ``BRACKET_RTOL delta*``, and the search ends unresolved although ``G`` crosses
+    transversally (no tangency). The points tried are those the search stopped at: the
+    midpoint of the bracket and ``delta_hi (1 - rtol 2^-j)`` (cached evaluations, or one
+    more each)."""
+    hi = outcome.delta_hi
+    lo = 0.0 if outcome.delta_lo is None else outcome.delta_lo
+    if hi <= 0.0 or search_problem.tol_safe_ball >= search_problem.tol_ball:
+        return None
+    candidates = [lo + (hi - lo) / 2.0] + [hi - hi * BRACKET_RTOL * 2.0**-j for j in (1, 2)]
+    for p in candidates:
+        if not lo < p < hi:
+            continue
+        g = search_problem.growth(p)
+        if bool(g > search_problem.tol_safe_ball) and bool(g <= search_problem.tol_ball):
+            return p
+    return None
 
 
 def _budget_note(search: Any, problem: Any, outcome: Any, budget: int) -> tuple[str, str]:
