@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from priors.margin import format as explain
@@ -34,6 +35,18 @@ __all__ = ["BRACKET_RTOL", "select_margin"]
 #: Relative width targeted for ``[delta_lo, delta_hi]`` (at most 1e-9 is what ten printed
 #: digits need; 1e-12 costs ~10 more evaluations and makes those digits safe from rounding).
 BRACKET_RTOL = 1e-12
+
+
+def alpha_up(delta: float) -> float:
+    """The smallest float ``>= 1 + delta`` (exact rationals; docs/theory.md §7).
+
+    ``1.0 + delta`` rounds to nearest: for a small ``delta`` it can land below
+    ``1 + delta_hi``, even below ``1 + delta_lo`` (a proven violation), so an ``alpha``
+    reported as proven safe is rounded up instead (every ``alpha >= 1 + delta_hi`` is)."""
+    alpha = 1.0 + delta
+    if Fraction(alpha) < 1 + Fraction(delta):
+        alpha = math.nextafter(alpha, math.inf)
+    return alpha
 
 
 def _import_search():  # returns the module priors.margin.search
@@ -149,7 +162,7 @@ def select_margin(
         growth_tol=inputs.growth_tol,
         score_bound=inputs.score_bound,
         delta=delta_hi,
-        alpha=1.0 + delta_hi,
+        alpha=alpha_up(delta_hi),
         delta_bracket=(0.0 if outcome.delta_lo is None else outcome.delta_lo, delta_hi),
         growth=float(growth_ball),
         distant_mass_lmin=float(d_min_lo),
@@ -301,7 +314,7 @@ def _sweep_text(outcome: Any, inputs: MarginInputs) -> str:
 def _sup_monotone(search: Any, growth_ball: Any, delta_hi: float) -> _Supremum:
     """``L0 = W``: ``G = D^+_{L1}`` is nonincreasing (proved), so the supremum is the ball
     ``G(1 + delta_hi)``."""
-    return _Supremum(1.0 + delta_hi, search.float_down(growth_ball),
+    return _Supremum(alpha_up(delta_hi), search.float_down(growth_ball),
                      search.float_up(growth_ball), True, SUP_MONOTONE, explain.sup_monotone())
 
 
@@ -310,7 +323,7 @@ def _sup_crossing(search: Any, outcome: Any, inputs: MarginInputs,
     """A resolved search with a proven violation: the supremum lies between
     ``G(1 + delta_hi)`` (a point value) and the largest certified box bound (``G`` need not
     be monotone beyond ``delta_hi``), a float ``<= tol`` (``GrowthProblem.tol_safe``)."""
-    return _Supremum(1.0 + outcome.delta_hi, search.float_down(growth_ball),
+    return _Supremum(alpha_up(outcome.delta_hi), search.float_down(growth_ball),
                      outcome.sup_upper, True, SUP_CROSSING,
                      explain.sup_crossing(_sweep_text(outcome, inputs)))
 
@@ -323,7 +336,7 @@ def _sup_branch_and_bound(search: Any, problem: Any, outcome: Any,
     delta_hi = outcome.delta_hi
     sup = search.locate_sup(problem, delta_hi)
     return _Supremum(
-        1.0 + sup.location, sup.lower, min(sup.upper, outcome.sup_upper),
+        alpha_up(sup.location), sup.lower, min(sup.upper, outcome.sup_upper),
         sup.location == delta_hi, SUP_BRANCH_AND_BOUND,
         explain.sup_branch_and_bound(_sweep_text(outcome, inputs), 1 + delta_hi, sup.boxes),
     )
