@@ -299,8 +299,8 @@ def format_result(result: MarginResult) -> str:
         f"  supremum   of G over alpha >= 1 + delta_hi: in "
         f"[{_ceil_text(r.sup_value[0], sd, ROUND_FLOOR)}, {_ceil_text(r.sup_value[1], sd)}] "
         f"(proven; {sd} significant digits, rounded outward), attained at alpha = "
-        f"{r.sup_location:.10g}"
-        + (" (= 1 + delta_hi)" if r.sup_at_margin else " (NOT at 1 + delta_hi)"),
+        + (f"{r.sup_location!r} (= 1 + delta_hi, rounded up)" if r.sup_at_margin
+           else f"{r.sup_location:.10g} (NOT at 1 + delta_hi)"),
         f"             established by {r.sup_explanation}",
         f"  meaning    KERPLE-log r1 = {alpha_text} (r2 = 1); "
         f"alpha = 1 + {delta_text} + softplus(theta)",

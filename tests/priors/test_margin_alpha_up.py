@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import mpmath
 
-from priors.margin import select_margin
+from priors.margin import format_result, select_margin
 
 #: ``tol`` a little below ``G(1) = 7/25``: ``delta* ~ 7.6e-8``, where the float spacing of
 #: ``alpha`` (2.2e-16) exceeds the bracket width (~3e-17).
@@ -54,3 +54,15 @@ def test_reported_alpha_satisfies_the_tolerance():
         assert closed_form_growth(r.alpha) <= mpmath.mpf(TOL)
     assert r.to_dict()["kerple_log"]["r1"] == r.alpha
     assert r.sup_location >= r.alpha  # at the margin, the same rounded-up float
+
+
+def test_printed_supremum_location_is_not_below_the_margin():
+    """At the margin the report prints where the supremum is attained; ten digits
+    (``.10g``) print ``1`` for ``delta* ~ 7.6e-8``, a point where ``G > tol``. The printed
+    number, read back, must be ``>= 1 + delta_hi`` (exact rationals)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = select_margin(2, 4, TOL)
+    line = next(x for x in format_result(r).splitlines() if "attained at alpha = " in x)
+    printed = line.split("attained at alpha = ")[1].split()[0]
+    assert Fraction(float(printed)) >= 1 + Fraction(r.delta_bracket[1])
