@@ -80,10 +80,11 @@ def unresolved_float_band(
     """Why a search is unresolved when ``G`` crosses the band ``(t, tol]`` between
     ``t = tol_float``, the largest float ``<= tol``, and the decimal ``tol`` (``G`` proven
     inside it at ``alpha``): safety is certified against ``t``, a violation against
-    ``tol``, so no point of that band is decided either way. Not a tangency."""
+    ``tol``, so no point of that band is decided either way, at any precision."""
     return (
-        f"the bracket stops at relative width {width:.1e}, not {target:g}, and this is not a "
-        f"tangency: G(alpha) at alpha = {alpha!r} is proven to lie in (t, tol] with "
+        f"the bracket stops at relative width {width:.1e}, not {target:g}, where G meets the "
+        f"band (t, tol] (the balls are narrow enough: G(alpha) at alpha = {alpha!r} is "
+        "proven to lie in it), with "
         f"t = {Decimal(tol_float)} (exactly) the largest float <= tol = {tol_text}; "
         "delta_hi is certified "
         "against t (so that every reported float bound stays <= tol) and a violation against "

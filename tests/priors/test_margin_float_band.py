@@ -6,7 +6,7 @@ band ``(t, tol]`` over a ``delta``-interval of width about ``(tol - t) / |G'|``;
 there is decided either way. With ``delta*`` tiny (``tol`` just below ``G(1)``) that
 interval is wider than ``BRACKET_RTOL delta*`` and the search stops unresolved at a
 transversal crossing. The report must say so plainly: what is proven, what is not, and
-not a "tangency".
+why (not a "tangency?" nor "too little precision").
 
 Setting: ``W = L0 = 1``, ``L1 = 2``, ``B = 0``, ``G(alpha) = 2^-alpha / (1 + 2^-alpha)``
 (closed form, strictly decreasing, ``G(1) = 1/3``, ``G'(1) = -ln 2 / 4.5``); at
@@ -59,7 +59,7 @@ def test_float_band_is_reported_as_such_with_proven_ends():
         gap = Fraction(TOL) - t
         band = mpmath.mpf(gap.numerator) / gap.denominator / slope
     assert band > 1e5 * BRACKET_RTOL * delta_star  # the premise
-    with pytest.warns(RuntimeWarning, match="not a tangency"):
+    with pytest.warns(RuntimeWarning, match=r"meets the band \(t, tol\]"):
         r = select_margin(1, 2, TOL)
     lo, hi = r.delta_bracket
     assert not r.resolved and r.delta_lo_proven and not r.budget_exhausted
