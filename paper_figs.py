@@ -893,10 +893,10 @@ def _jsonable(value: Any) -> Any:
                 "sha256": hashlib.sha256(flat.tobytes()).hexdigest(),
                 "shape": list(arr.shape),
                 "dtype": "float64 (little-endian bytes hashed)",
-                "min": float(np.min(flat)),
-                "max": float(np.max(flat)),
-                "first": float(flat[0]),
-                "last": float(flat[-1]),
+                "min": _number(np.min(flat)),
+                "max": _number(np.max(flat)),
+                "first": _number(flat[0]),
+                "last": _number(flat[-1]),
             }
         if isinstance(value, np.ndarray):
             return [_jsonable(v) for v in value.tolist()]
@@ -905,6 +905,13 @@ def _jsonable(value: Any) -> Any:
         number = float(value)
     except (TypeError, ValueError):
         return str(value)
+    return _number(number)
+
+
+def _number(value: Any) -> float | str:
+    """A float for the manifest: finite as itself, ``nan``/``inf``/``-inf`` as that text
+    (``NaN`` and ``Infinity`` are not JSON; ``priors.cli.read_json_file`` refuses them)."""
+    number = float(value)
     return number if math.isfinite(number) else repr(number)
 
 
@@ -1036,7 +1043,8 @@ def run(names: Sequence[str], out: Path, *, quick: bool = False,
         manifest["generator"] = "python paper_figs.py" + (" --quick" if quick else "")
         manifest["precision"] = ("numbers are float64 roundings of the library's results "
                                  "(mpmath values computed at the dps stated in params)")
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, allow_nan=False)
+                                           + "\n")
         staged: list[Path] = []
         try:
             for name in [*written, "manifest.json"]:

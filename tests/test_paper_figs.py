@@ -485,3 +485,31 @@ def test_linked_output_on_another_file_system_is_replaced_with_the_rest(
     assert sorted(p.name for p in out.iterdir()) == [
         "fig98_fake_ok.pdf", "fig98_fake_ok.png", "manifest.json"]
     assert sorted(p.name for p in elsewhere.iterdir()) == ["target.pdf"]
+
+
+def test_manifest_with_non_finite_long_array_stays_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A figure whose data holds a long array (digested) with ``inf`` and ``nan`` must still
+    give a strict-JSON manifest (``NaN``/``Infinity`` are not JSON): the next ``--only`` run
+    reads it back (``priors.cli.read_json_file`` refuses those constants) and succeeds, and
+    the digest's summary values say ``inf``/``nan`` as the short arrays do."""
+    import numpy as np
+
+    base = _fake_spec("fake_a", 97)
+    long = np.linspace(0.0, 1.0, paper_figs._INLINE_MAX + 2)
+    long[0], long[-1] = math.inf, math.nan
+
+    def compute(quick: bool) -> dict:
+        return {**base.compute(quick), "long": long}
+
+    monkeypatch.setitem(paper_figs.FIGURES, "fake_a", dataclasses.replace(base, compute=compute))
+    monkeypatch.setitem(paper_figs.FIGURES, "fake_b", _fake_spec("fake_b", 98))
+    out = tmp_path / "o"
+    assert paper_figs.main(["--only", "fake_a", "--out", str(out), "--format", "png"]) == 0
+    text = (out / "manifest.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    digest = json.loads(text)["figures"]["fake_a"]["data"]["long"]
+    assert (digest["first"], digest["last"]) == ("inf", "nan")
+    assert paper_figs.main(["--only", "fake_b", "--out", str(out), "--format", "png"]) == 0
+    assert list(json.loads((out / "manifest.json").read_text())["figures"]) == [
+        "fake_a", "fake_b"]
