@@ -74,16 +74,16 @@ def unresolved_tangency(tol_text: str, alpha: float, bits: int, lo_proven: bool)
 
 
 def unresolved_float_band(
-    tol_text: str, tol_float: float, alpha: float, width: float, target: float,
+    tol_text: str, tol_float: float, delta: float, width: float, target: float,
     lo_proven: bool,
 ) -> str:
     """Why a search is unresolved when ``G`` crosses the band ``(t, tol]`` between
     ``t = tol_float``, the largest float ``<= tol``, and the decimal ``tol`` (``G`` proven
-    inside it at ``alpha``): safety is certified against ``t``, a violation against
+    inside it at ``1 + delta``): safety is certified against ``t``, a violation against
     ``tol``, so no point of that band is decided either way, at any precision."""
     return (
         f"the bracket stops at relative width {width:.1e}, not {target:g}, where G meets the "
-        f"band (t, tol] (the balls are narrow enough: G(alpha) at alpha = {alpha!r} is "
+        f"band (t, tol] (the balls are narrow enough: G(1 + delta) at delta = {delta!r} is "
         "proven to lie in it), with "
         f"t = {Decimal(tol_float)} (exactly) the largest float <= tol = {tol_text}; "
         "delta_hi is certified "

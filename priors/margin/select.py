@@ -220,7 +220,7 @@ def _proof_status(search: Any, problem: Any, outcome: Any, budget: int) -> tuple
         band = _float_band_point(problem, outcome)
         if band is not None:
             unresolved = explain.unresolved_float_band(
-                problem.tol, problem.tol_safe, 1 + band,
+                problem.tol, problem.tol_safe, band,
                 (delta_hi - (outcome.delta_lo or 0.0)) / delta_hi, BRACKET_RTOL,
                 outcome.delta_lo is not None,
             )
@@ -248,8 +248,8 @@ def _float_band_point(search_problem: Any, outcome: Any) -> float | None:
     violation against ``tol``; where ``tol`` is not a float, ``G`` crosses the band
     ``(t, tol]`` over a ``delta``-interval of width about ``(tol - t) / |G'|``, on which no
     point can be certified either way. Near ``delta* ~ 0`` that interval is wider than the
-    targeted ``BRACKET_RTOL delta*``, and the search ends unresolved although ``G`` crosses
-    transversally (no tangency). The points tried are those the search stopped at: the
+    targeted ``BRACKET_RTOL delta*``, and the search ends unresolved where ``G`` crosses
+    transversally, at any precision. The points tried are those the search stopped at: the
     midpoint of the bracket and ``delta_hi (1 - rtol 2^-j)`` (cached evaluations, or one
     more each)."""
     hi = outcome.delta_hi

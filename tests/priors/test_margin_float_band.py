@@ -50,7 +50,8 @@ def test_float_band_is_reported_as_such_with_proven_ends():
     the threshold, against a 1e-60 reference error); the bracket reaches the band (the
     split points reach ``(c - lo) / 4`` either side of the midpoint, so a stop leaves
     ``c - lo <= 2 * band``); and the reason names the band, not a tangency, and the
-    printed ``delta*`` says its digits are not all fixed."""
+    printed ``delta*`` says its digits are not all fixed; the point the reason quotes has
+    ``t < G <= tol`` by the closed form (60 digits, ~1e-17 from either end)."""
     t = largest_float_at_most(TOL)
     tau = mpmath.mpf(TOL)
     with mpmath.workdps(60):
@@ -67,6 +68,11 @@ def test_float_band_is_reported_as_such_with_proven_ends():
         assert closed_form_growth(hi) <= mpmath.mpf(t.numerator) / t.denominator
         assert closed_form_growth(lo) > tau
         assert hi - lo <= 2.01 * band
+    # the point the reason quotes is in the band by the closed form too
+    quoted = float(r.unresolved_reason.split("at delta = ")[1].split()[0])
+    with mpmath.workdps(60):
+        g = closed_form_growth(quoted)
+        assert mpmath.mpf(t.numerator) / t.denominator < g <= tau
     assert "tangency?" not in r.unresolved_reason
     assert "(t, tol]" in r.unresolved_reason and "Not established" in r.unresolved_reason
     assert "fixes delta* only to relative width" in format_result(r)
