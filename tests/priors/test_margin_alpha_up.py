@@ -46,7 +46,8 @@ def test_reported_alpha_satisfies_the_tolerance():
     lo, hi = r.delta_bracket
     assert r.delta_lo_proven and 0 < lo < hi < 1e-7
     # the premise: 1 + delta_lo (exact) violates, and 1.0 + delta_hi rounds below it
-    assert closed_form_growth(1 + Fraction(lo)) > mpmath.mpf(TOL)
+    with mpmath.workdps(60):
+        assert closed_form_growth(1 + Fraction(lo)) > mpmath.mpf(TOL)
     assert Fraction(1.0 + hi) <= 1 + Fraction(lo)
     assert Fraction(r.alpha) >= 1 + Fraction(hi)
     assert Fraction(math.nextafter(r.alpha, 0.0)) < 1 + Fraction(hi)

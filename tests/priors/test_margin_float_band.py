@@ -53,8 +53,8 @@ def test_float_band_is_reported_as_such_with_proven_ends():
     printed ``delta*`` says its digits are not all fixed; the point the reason quotes has
     ``t < G <= tol`` by the closed form (60 digits, ~1e-17 from either end)."""
     t = largest_float_at_most(TOL)
-    tau = mpmath.mpf(TOL)
     with mpmath.workdps(60):
+        tau = mpmath.mpf(TOL)  # 60 digits: at 53 bits it would be the float t itself
         slope = mpmath.log(2) / mpmath.mpf("4.5")  # |G'(1)|, varies by ~1e-10 up to delta*
         delta_star = (mpmath.mpf(1) / 3 - tau) / slope
         gap = Fraction(TOL) - t
