@@ -45,6 +45,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import platform
 import shutil
 import subprocess
@@ -892,10 +893,10 @@ def _jsonable(value: Any) -> Any:
                 "sha256": hashlib.sha256(flat.tobytes()).hexdigest(),
                 "shape": list(arr.shape),
                 "dtype": "float64 (little-endian bytes hashed)",
-                "min": float(np.min(flat)),
-                "max": float(np.max(flat)),
-                "first": float(flat[0]),
-                "last": float(flat[-1]),
+                "min": _number(np.min(flat)),
+                "max": _number(np.max(flat)),
+                "first": _number(flat[0]),
+                "last": _number(flat[-1]),
             }
         if isinstance(value, np.ndarray):
             return [_jsonable(v) for v in value.tolist()]
@@ -904,6 +905,13 @@ def _jsonable(value: Any) -> Any:
         number = float(value)
     except (TypeError, ValueError):
         return str(value)
+    return _number(number)
+
+
+def _number(value: Any) -> float | str:
+    """A float for the manifest: finite as itself, ``nan``/``inf``/``-inf`` as that text
+    (``NaN`` and ``Infinity`` are not JSON; ``priors.cli.read_json_file`` refuses them)."""
+    number = float(value)
     return number if math.isfinite(number) else repr(number)
 
 
@@ -994,7 +1002,9 @@ def run(names: Sequence[str], out: Path, *, quick: bool = False,
     ``out`` is checked first (``check_destination``: ``PathError`` if it or a file it would
     replace is not a regular file or directory, or its manifest is malformed). Everything
     is written to a temporary directory inside ``out`` and moved into place
-    (``priors.cli.replace_output``, manifest last) only after every figure succeeded.
+    (``priors.cli.replace_output``, manifest last) only after every figure succeeded; an
+    output linked to a file outside ``out`` is first copied beside its target
+    (``_stage_beside_target``), so no move crosses a file system.
     """
     out, kept = check_destination(out, names, formats)
     out.mkdir(parents=True, exist_ok=True)
@@ -1033,12 +1043,38 @@ def run(names: Sequence[str], out: Path, *, quick: bool = False,
         manifest["generator"] = "python paper_figs.py" + (" --quick" if quick else "")
         manifest["precision"] = ("numbers are float64 roundings of the library's results "
                                  "(mpmath values computed at the dps stated in params)")
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        for name in [*written, "manifest.json"]:
-            replace_output(tmp / name, out / name, "out")
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, allow_nan=False)
+                                           + "\n")
+        staged: list[Path] = []
+        try:
+            for name in [*written, "manifest.json"]:
+                staged.append(_stage_beside_target(tmp / name, out / name, out))
+            for name, source in zip([*written, "manifest.json"], staged, strict=True):
+                replace_output(source, out / name, "out")
+        finally:
+            for source in staged:
+                source.unlink(missing_ok=True)  # a copy not renamed into place
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def _stage_beside_target(source: Path, path: Path, out: Path) -> Path:
+    """``source``, or a copy of it in the directory of the file ``path`` finally names.
+
+    An output that is a link to a regular file has its target replaced
+    (``priors.cli.replace_output``); a target outside ``out`` may lie on another file
+    system, where a rename from ``out`` fails (EXDEV) after the earlier files were
+    already moved. Every file is therefore first copied beside its final target, so
+    that each move is a rename within one directory and a failure to stage (before any
+    move) leaves every output as it was."""
+    target_dir = Path(os.path.realpath(path)).parent
+    if target_dir == Path(os.path.realpath(out)):
+        return source
+    fd, name = tempfile.mkstemp(prefix=".paper_figs-", suffix=source.suffix, dir=target_dir)
+    os.close(fd)
+    shutil.copyfile(source, name)
+    return Path(name)
 
 
 def _parse_list(text: str, allowed: Sequence[str], what: str) -> list[str]:

@@ -449,3 +449,67 @@ def test_manifest_digests_large_arrays() -> None:
     assert rec["a"]["first"] == 0.0 and rec["a"]["last"] == 1.0
     assert rec["b"] == [1.0, 2.0]
     assert rec["c"] == pytest.approx(2 / 3, rel=1e-16) and math.isfinite(rec["c"])
+
+
+def test_linked_output_on_another_file_system_is_replaced_with_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output that is a link to a regular file has its target replaced (the
+    ``priors.cli`` policy); a target on another file system cannot be renamed onto from
+    ``--out`` (EXDEV). The run must still replace every output or none: here the PNG is a
+    regular file in ``--out`` and the PDF a link into ``elsewhere``, a mount boundary
+    emulated by an ``os.replace`` that refuses renames crossing into or out of it, as the
+    kernel does. Measured: both files carry the new figure's signature, the link still
+    points where it did, and nothing temporary is left in either directory."""
+    import errno
+
+    monkeypatch.setitem(paper_figs.FIGURES, "fake_ok", _fake_spec("fake_ok", 98))
+    out, elsewhere = tmp_path / "o", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "fig98_fake_ok.png").write_bytes(b"old png")
+    (elsewhere / "target.pdf").write_bytes(b"old pdf")
+    (out / "fig98_fake_ok.pdf").symlink_to(elsewhere / "target.pdf")
+    real_replace = os.replace
+
+    def mounted(src: object, dst: object) -> None:
+        inside = [Path(os.path.realpath(p)).is_relative_to(elsewhere) for p in (src, dst)]
+        if inside[0] != inside[1]:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, dst)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", mounted)
+    assert paper_figs.main(["--only", "fake_ok", "--out", str(out)]) == 0
+    assert (out / "fig98_fake_ok.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (elsewhere / "target.pdf").read_bytes()[:5] == b"%PDF-"
+    assert os.readlink(out / "fig98_fake_ok.pdf") == str(elsewhere / "target.pdf")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "fig98_fake_ok.pdf", "fig98_fake_ok.png", "manifest.json"]
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["target.pdf"]
+
+
+def test_manifest_with_non_finite_long_array_stays_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A figure whose data holds a long array (digested) with ``inf`` and ``nan`` must still
+    give a strict-JSON manifest (``NaN``/``Infinity`` are not JSON): the next ``--only`` run
+    reads it back (``priors.cli.read_json_file`` refuses those constants) and succeeds, and
+    the digest's summary values say ``inf``/``nan`` as the short arrays do."""
+    import numpy as np
+
+    base = _fake_spec("fake_a", 97)
+    long = np.linspace(0.0, 1.0, paper_figs._INLINE_MAX + 2)
+    long[0], long[-1] = math.inf, math.nan
+
+    def compute(quick: bool) -> dict:
+        return {**base.compute(quick), "long": long}
+
+    monkeypatch.setitem(paper_figs.FIGURES, "fake_a", dataclasses.replace(base, compute=compute))
+    monkeypatch.setitem(paper_figs.FIGURES, "fake_b", _fake_spec("fake_b", 98))
+    out = tmp_path / "o"
+    assert paper_figs.main(["--only", "fake_a", "--out", str(out), "--format", "png"]) == 0
+    text = (out / "manifest.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    digest = json.loads(text)["figures"]["fake_a"]["data"]["long"]
+    assert (digest["first"], digest["last"]) == ("inf", "nan")
+    assert paper_figs.main(["--only", "fake_b", "--out", str(out), "--format", "png"]) == 0
+    assert list(json.loads((out / "manifest.json").read_text())["figures"]) == [
+        "fake_a", "fake_b"]

@@ -32,9 +32,11 @@ __all__ = [
     "format_result",
     "format_table",
     "lo_not_proven",
+    "lo_not_proven_band",
     "sup_branch_and_bound",
     "sup_crossing",
     "sup_monotone",
+    "unresolved_float_band",
     "unresolved_tangency",
 ]
 
@@ -68,6 +70,39 @@ def unresolved_tangency(tol_text: str, alpha: float, bits: int, lo_proven: bool)
         f"{alpha!r} at {bits} bits (tangency?); delta_hi is proven, "
         + ("delta_lo is a proven violation but the bracket is wide"
            if lo_proven else "no violation below it is proven")
+    )
+
+
+def unresolved_float_band(
+    tol_text: str, tol_float: float, delta: float, width: float, target: float,
+    lo_proven: bool,
+) -> str:
+    """Why a search is unresolved when ``G`` crosses the band ``(t, tol]`` between
+    ``t = tol_float``, the largest float ``<= tol``, and the decimal ``tol`` (``G`` proven
+    inside it at ``1 + delta``): safety is certified against ``t``, a violation against
+    ``tol``, so no point of that band is decided either way, at any precision."""
+    return (
+        f"the bracket stops at relative width {width:.1e}, not {target:g}, where G meets the "
+        f"band (t, tol] (the balls are narrow enough: G(1 + delta) at delta = {delta!r} is "
+        "proven to lie in it), with "
+        f"t = {Decimal(tol_float)} (exactly) the largest float <= tol = {tol_text}; "
+        "delta_hi is certified "
+        "against t (so that every reported float bound stays <= tol) and a violation against "
+        "tol, so where G crosses that band no delta is decided either way. Proven: "
+        "sup over alpha >= 1 + delta_hi of G <= t <= tol"
+        + ("; G(1 + delta_lo) > tol" if lo_proven else "; no violation below delta_hi")
+        + ". Not established: where delta* lies inside the bracket (only the digits its "
+        "width fixes); a tol that is exactly a float (t = tol) has no such band"
+    )
+
+
+def lo_not_proven_band(tol_text: str, tol_float: float) -> str:
+    """``delta_lo`` when ``G`` was met in the band between the largest float ``<= tol``
+    and ``tol``, and no violation was proven."""
+    return (
+        f"NOT proven: just below delta_hi, G lies between t = {Decimal(tol_float)} (the largest "
+        f"float <= tol, against which safety is certified) and tol = {tol_text}, so no delta "
+        f"there is decided either way; {_LO_FLOOR}"
     )
 
 
@@ -242,9 +277,14 @@ def format_result(result: MarginResult) -> str:
         lines.append("  alpha*     1")
         lines.append(f"  bracket    [0.0, 0.0]; delta_lo: {r.delta_lo_reason}")
     else:
+        wide = (
+            "" if r.bracket_relative_width <= 10.0**-d else
+            f"; NOT delta* to {d} digits: the bracket fixes delta* only to relative width "
+            f"{r.bracket_relative_width:.1e}"
+        )
         lines += [
             f"  delta*     {delta_text}   (delta_hi rounded up to {d} significant digits: "
-            "proven safe)",
+            f"proven safe{wide})",
             f"  alpha*     {alpha_text}",
             f"  bracket    [{lo!r}, {hi!r}]  relative width {r.bracket_relative_width:.1e}",
             f"             delta_lo: {r.delta_lo_reason}",
@@ -260,8 +300,8 @@ def format_result(result: MarginResult) -> str:
         f"  supremum   of G over alpha >= 1 + delta_hi: in "
         f"[{_ceil_text(r.sup_value[0], sd, ROUND_FLOOR)}, {_ceil_text(r.sup_value[1], sd)}] "
         f"(proven; {sd} significant digits, rounded outward), attained at alpha = "
-        f"{r.sup_location:.10g}"
-        + (" (= 1 + delta_hi)" if r.sup_at_margin else " (NOT at 1 + delta_hi)"),
+        + (f"{r.sup_location!r} (= 1 + delta_hi, rounded up)" if r.sup_at_margin
+           else f"{r.sup_location:.10g} (NOT at 1 + delta_hi)"),
         f"             established by {r.sup_explanation}",
         f"  meaning    KERPLE-log r1 = {alpha_text} (r2 = 1); "
         f"alpha = 1 + {delta_text} + softplus(theta)",
@@ -294,6 +334,8 @@ def format_table(results: Sequence[MarginResult]) -> str:
             f"{r.bracket_relative_width:>9.1e} {r.growth:>14.10g}  "
             + ("alpha*" if r.sup_at_margin else f"alpha={r.sup_location:.6g}")
             + ("" if r.delta_lo_proven or r.delta == 0.0 else "  (delta_lo NOT proven)")
+            + ("" if r.bracket_relative_width <= 10.0**-d or not r.delta_lo_proven
+               else "  (bracket wider than these digits)")
             + ("  (evaluation budget ran out)" if r.budget_exhausted else "")
         )
     rows.append(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from priors.margin import format as explain
@@ -34,6 +35,18 @@ __all__ = ["BRACKET_RTOL", "select_margin"]
 #: Relative width targeted for ``[delta_lo, delta_hi]`` (at most 1e-9 is what ten printed
 #: digits need; 1e-12 costs ~10 more evaluations and makes those digits safe from rounding).
 BRACKET_RTOL = 1e-12
+
+
+def alpha_up(delta: float) -> float:
+    """The smallest float ``>= 1 + delta`` (exact rationals; docs/theory.md §7).
+
+    ``1.0 + delta`` rounds to nearest: for a small ``delta`` it can land below
+    ``1 + delta_hi``, even below ``1 + delta_lo`` (a proven violation), so an ``alpha``
+    reported as proven safe is rounded up instead (every ``alpha >= 1 + delta_hi`` is)."""
+    alpha = 1.0 + delta
+    if Fraction(alpha) < 1 + Fraction(delta):
+        alpha = math.nextafter(alpha, math.inf)
+    return alpha
 
 
 def _import_search():  # returns the module priors.margin.search
@@ -149,7 +162,7 @@ def select_margin(
         growth_tol=inputs.growth_tol,
         score_bound=inputs.score_bound,
         delta=delta_hi,
-        alpha=1.0 + delta_hi,
+        alpha=alpha_up(delta_hi),
         delta_bracket=(0.0 if outcome.delta_lo is None else outcome.delta_lo, delta_hi),
         growth=float(growth_ball),
         distant_mass_lmin=float(d_min_lo),
@@ -198,14 +211,23 @@ def _proof_status(search: Any, problem: Any, outcome: Any, budget: int) -> tuple
     (``EvaluationBudgetWarning`` when the budget ran out, else ``RuntimeWarning``)."""
     delta_hi = outcome.delta_hi
     unresolved, budget_lo_reason = "", ""
+    band: float | None = None
     if outcome.exhausted:
         unresolved, budget_lo_reason = _budget_note(search, problem, outcome, budget)
         # stacklevel 3: the caller of select_margin
         warnings.warn(unresolved, EvaluationBudgetWarning, stacklevel=3)
     elif not outcome.resolved:
-        unresolved = explain.unresolved_tangency(
-            problem.tol, 1 + delta_hi, problem.prec, outcome.delta_lo is not None
-        )
+        band = _float_band_point(problem, outcome)
+        if band is not None:
+            unresolved = explain.unresolved_float_band(
+                problem.tol, problem.tol_safe, band,
+                (delta_hi - (outcome.delta_lo or 0.0)) / delta_hi, BRACKET_RTOL,
+                outcome.delta_lo is not None,
+            )
+        else:
+            unresolved = explain.unresolved_tangency(
+                problem.tol, 1 + delta_hi, problem.prec, outcome.delta_lo is not None
+            )
         warnings.warn(unresolved, RuntimeWarning, stacklevel=3)
     if outcome.delta_lo is not None:
         return unresolved, explain.LO_PROVEN
@@ -213,7 +235,35 @@ def _proof_status(search: Any, problem: Any, outcome: Any, budget: int) -> tuple
         return unresolved, explain.LO_NONE_NEEDED
     if outcome.exhausted:
         return unresolved, budget_lo_reason
+    if not outcome.resolved and band is not None:
+        return unresolved, explain.lo_not_proven_band(problem.tol, problem.tol_safe)
     return unresolved, explain.lo_not_proven(problem.prec, 1 + delta_hi)
+
+
+def _float_band_point(search_problem: Any, outcome: Any) -> float | None:
+    """A ``delta`` just below ``delta_hi`` where ``G`` is proven to lie in ``(t, tol]``,
+    ``t = GrowthProblem.tol_safe`` the largest float ``<= tol``, or ``None``.
+
+    Safety is certified against ``t`` (so every reported float bound stays ``<= tol``) and a
+    violation against ``tol``; where ``tol`` is not a float, ``G`` crosses the band
+    ``(t, tol]`` over a ``delta``-interval of width about ``(tol - t) / |G'|``, on which no
+    point can be certified either way. Near ``delta* ~ 0`` that interval is wider than the
+    targeted ``BRACKET_RTOL delta*``, and the search ends unresolved where ``G`` crosses
+    transversally, at any precision. The points tried are those the search stopped at: the
+    midpoint of the bracket and ``delta_hi (1 - rtol 2^-j)`` (cached evaluations, or one
+    more each)."""
+    hi = outcome.delta_hi
+    lo = 0.0 if outcome.delta_lo is None else outcome.delta_lo
+    if hi <= 0.0 or search_problem.tol_safe_ball >= search_problem.tol_ball:
+        return None
+    candidates = [lo + (hi - lo) / 2.0] + [hi - hi * BRACKET_RTOL * 2.0**-j for j in (1, 2)]
+    for p in candidates:
+        if not lo < p < hi:
+            continue
+        g = search_problem.growth(p)
+        if bool(g > search_problem.tol_safe_ball) and bool(g <= search_problem.tol_ball):
+            return p
+    return None
 
 
 def _budget_note(search: Any, problem: Any, outcome: Any, budget: int) -> tuple[str, str]:
@@ -264,7 +314,7 @@ def _sweep_text(outcome: Any, inputs: MarginInputs) -> str:
 def _sup_monotone(search: Any, growth_ball: Any, delta_hi: float) -> _Supremum:
     """``L0 = W``: ``G = D^+_{L1}`` is nonincreasing (proved), so the supremum is the ball
     ``G(1 + delta_hi)``."""
-    return _Supremum(1.0 + delta_hi, search.float_down(growth_ball),
+    return _Supremum(alpha_up(delta_hi), search.float_down(growth_ball),
                      search.float_up(growth_ball), True, SUP_MONOTONE, explain.sup_monotone())
 
 
@@ -273,7 +323,7 @@ def _sup_crossing(search: Any, outcome: Any, inputs: MarginInputs,
     """A resolved search with a proven violation: the supremum lies between
     ``G(1 + delta_hi)`` (a point value) and the largest certified box bound (``G`` need not
     be monotone beyond ``delta_hi``), a float ``<= tol`` (``GrowthProblem.tol_safe``)."""
-    return _Supremum(1.0 + outcome.delta_hi, search.float_down(growth_ball),
+    return _Supremum(alpha_up(outcome.delta_hi), search.float_down(growth_ball),
                      outcome.sup_upper, True, SUP_CROSSING,
                      explain.sup_crossing(_sweep_text(outcome, inputs)))
 
@@ -286,7 +336,7 @@ def _sup_branch_and_bound(search: Any, problem: Any, outcome: Any,
     delta_hi = outcome.delta_hi
     sup = search.locate_sup(problem, delta_hi)
     return _Supremum(
-        1.0 + sup.location, sup.lower, min(sup.upper, outcome.sup_upper),
+        alpha_up(sup.location), sup.lower, min(sup.upper, outcome.sup_upper),
         sup.location == delta_hi, SUP_BRANCH_AND_BOUND,
         explain.sup_branch_and_bound(_sweep_text(outcome, inputs), 1 + delta_hi, sup.boxes),
     )
