@@ -17,11 +17,12 @@ the torch operators ``bias_matrix`` and ``softmax_with_bias``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -104,7 +105,7 @@ def check_rows_unchanged(
         for sign in (1.0, -1.0):
             new = system.biased_softmax(scores, _changed(bias, train_length, sign, gen, 1.0))
             diff = (new[:, :train_length] - base[:, :train_length]).abs().max()
-            worst = max(worst, float(diff))
+            worst = worst_of(worst, diff)
     return Measurement(
         quantity="max |A' - A|, rows l <= L_train (b changed at d >= L_train)",
         measured=worst,
@@ -161,8 +162,8 @@ def check_direction(
             v = -sign * (d_new - d_base)  # > 0: against the change
             moved += int((sign * (d_new - d_base) > tol).sum())
             total += v.numel()
-            i = int(v.argmax())
-            if float(v.flatten()[i]) > worst:
+            i = int(v.argmax())  # a NaN entry is the argmax: it becomes the worst case
+            if math.isnan(float(v.flatten()[i])) or float(v.flatten()[i]) > worst:
                 head, row = divmod(i, v.shape[1])
                 worst = float(v.flatten()[i])
                 where = {"head": names[head], "row": train_length + row + 1, "sign": sign,

@@ -28,7 +28,7 @@ import torch
 
 from priors.dilution_bounds import column_bound, harmonic_tails, weight_bound
 from proofs_check.operators.causal_ot import stream_causal_ot
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -85,7 +85,7 @@ def _worst(names, ratios, n, first_row=1):
         part = ratio[:, first_row - 1:, :]
         flat = int(part.argmax())
         value = float(part.flatten()[flat])
-        if value > worst:
+        if math.isnan(value) or value > worst:  # a NaN ratio is never dropped
             f, rest = divmod(flat, part.shape[1] * n)
             worst, where = value, {"family": names[f], "rho": rho,
                                    "l": rest // n + first_row, "j": rest % n + 1}
@@ -225,7 +225,7 @@ def check_decay_exponent(
         slope = -recent_window_slope(n, rho, window, dtype=dtype, device=device,
                                      stream=system.stream, progress=progress)
         slopes[str(rho)] = slope
-        worst = max(worst, abs(slope - (1 - rho)))
+        worst = worst_of(worst, abs(slope - (1 - rho)))
     return Measurement(
         quantity=f"max |decay exponent of M_l(W={window}) - (1 - rho)|, constant scores",
         measured=worst,

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from proofs_check.measurements import diagonal_mass
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -89,7 +89,8 @@ def check_identity_collapse(
         bound = (jj * (1 - col)).sum(-1) / n
         ratio = torch.where(bound > 0, deficit / bound,
                             torch.where(deficit > 0, math.inf, 0.0))
-        worst = max(worst, float(ratio.max()))
+        ratio = torch.where(torch.isnan(deficit + bound), math.nan, ratio)  # NaN plan: no plan
+        worst = worst_of(worst, ratio.max())
         diag[str(rho)] = float(1 - deficit[0])
     values = [diag[str(r)] for r in sorted(rhos)]
     increasing = all(values[i] < values[i + 1] for i in range(len(values) - 1))
@@ -135,7 +136,7 @@ def check_diagonal_mass(
     for rho in rhos:
         plan = system.batch_plan(scores, rho, tol=plan_tol).weights.double().cpu()
         masses[str(rho)] = float(diagonal_mass(plan))
-        worst = max(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
+        worst = worst_of(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
     return Measurement(
         quantity="max |trace(P)/n - docs/theory.md §1|, batch plan, n = 32, constant scores",
         measured=worst,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from proofs_check.measurements import prefix_leak
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -67,7 +67,7 @@ def check_prefix_consistency(
             s, rho, lambda x, r: system.operator(x, r, method="newton").weights,
             prefixes).max())
         by_rho[str(rho)] = value
-        worst = max(worst, value)
+        worst = worst_of(worst, value)
     return Measurement(
         quantity="max_m max_(l,j<=m) |P_n - P_m|, prefix-consistent operator",
         measured=worst,
@@ -127,7 +127,7 @@ def check_batch_leak(
                float(values.min()), float(values.max()))
         stats[str(rho)] = list(got)
         if rho in THEORY_LEAK:
-            worst = max(worst, *(abs(g - t) for g, t in zip(got, THEORY_LEAK[rho],
+            worst = worst_of(worst, *(abs(g - t) for g, t in zip(got, THEORY_LEAK[rho],
                                                             strict=True)))
     return Measurement(
         quantity=f"max |leak stat - docs/theory.md| (median/min/max over seeds, m={prefix})",
