@@ -115,3 +115,13 @@ def test_float32_runs_hold(name):
     spec = next(s for s in all_checks() if s.name == name)
     result = spec.run(**spec.ci, dtype=torch.float32)
     assert result.dtype == "float32" and result.holds, result
+
+
+def test_batch_leak_refuses_rhos_with_no_reference_value():
+    # At rho = 0.5 docs/theory.md §1 gives no leak statistics: the check compared nothing and
+    # held with measured 0. It must refuse rather than report a vacuous "holds".
+    from proofs_check.theorems.prefix_consistency import THEORY_LEAK, check_batch_leak
+
+    assert 0.5 not in THEORY_LEAK
+    with pytest.raises(ValueError, match="nothing would be compared"):
+        check_batch_leak(rhos=(0.5,))
