@@ -65,8 +65,11 @@ def check_identity_collapse(
     ratio of the diagonal deficit to the bound over all ``rho`` and scores (``<= 1``);
     tolerance ``1e-12`` (both sides are sums of ``n`` float64 terms <= 1 and the bound is
     nonnegative by the tail condition). The bound holds for every nonnegative
-    lower-triangular plan with unit row sums, so it tests that the plan is one; details:
-    the diagonal masses by ``rho`` (constant scores) and whether they increase with ``rho``.
+    lower-triangular plan with unit row sums, so it tests that the plan is one; it does not
+    see ``rho``. The collapse does: the diagonal mass (constant scores) must increase
+    strictly with ``rho`` (docs/theory.md §1, measured), and where it does not the measured
+    value is ``inf`` (the ratio stays in ``details["worst_ratio"]``). Details: the diagonal
+    masses by ``rho`` and whether they increase.
 
     Negative control: the plan without the causal mask (``system.batch_plan``): its columns
     can balance, the bound's right side vanishes while the diagonal deficit does not.
@@ -95,12 +98,14 @@ def check_identity_collapse(
     values = [diag[str(r)] for r in sorted(rhos)]
     increasing = all(values[i] < values[i + 1] for i in range(len(values) - 1))
     return Measurement(
-        quantity="max (1 - tr P/n) / ((1/n) sum_j j (1 - colsum_j)), batch plan",
-        measured=worst,
+        quantity="max (1 - tr P/n) / ((1/n) sum_j j (1 - colsum_j)), batch plan "
+                 "(inf unless tr P/n increases with rho)",
+        measured=worst if increasing else math.inf,
         reference=1.0,
         relation="<=",
         allowance=1e-12,
-        details={"diagonal_mass_constant_scores": diag, "increasing_in_rho": increasing},
+        details={"worst_ratio": worst, "diagonal_mass_constant_scores": diag,
+                 "increasing_in_rho": increasing},
     )
 
 

@@ -125,3 +125,23 @@ def test_batch_leak_refuses_rhos_with_no_reference_value():
     assert 0.5 not in THEORY_LEAK
     with pytest.raises(ValueError, match="nothing would be compared"):
         check_batch_leak(rhos=(0.5,))
+
+
+def test_identity_collapse_fails_on_a_plan_that_ignores_rho():
+    # Bound (d) holds for every causal plan with unit row sums, whatever rho: a batch plan
+    # computed at rho = 0.5 for every rho satisfied it, and the check held although its
+    # diagonal mass did not grow with rho (docs/theory.md §1: the collapse to the identity).
+    from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
+    from proofs_check.theorems.obstruction import check_identity_collapse
+    from proofs_check.theorems.system import System
+
+    def plan_at_half(scores, rho, **kwargs):
+        return batch_unbalanced_sinkhorn(scores, 0.5, **kwargs)
+
+    wrong = check_identity_collapse(n=16, rhos=(0.5, 0.9), samples=1,
+                                    system=System(batch_plan=plan_at_half))
+    assert wrong.details["worst_ratio"] <= 1.0  # bound (d) alone cannot see the error
+    assert not wrong.details["increasing_in_rho"]
+    assert not wrong.holds
+    right = check_identity_collapse(n=16, rhos=(0.5, 0.9), samples=1)
+    assert right.holds and right.measured == right.details["worst_ratio"]
