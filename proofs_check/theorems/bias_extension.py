@@ -134,7 +134,9 @@ def check_direction(
     Measured: the largest ``-sign (D'_l - D_l)`` over rows ``l > L_train``, every head, both
     signs and every score sample (``<= 0``: never against the change). Reference 0,
     tolerance ``4 n eps(dtype)`` (each distant mass is a sum of at most ``n`` softmax
-    entries, each within a few ulps).
+    entries, each within a few ulps). A system in which no ``D_l`` moves beyond the tolerance
+    (a softmax that drops the bias) meets the weak inequality without testing it: then the
+    measured value is ``inf`` (the changes are material, so the real one moves most rows).
 
     Attention is ``system.biased_softmax(scores, bias)``. Negative control: the bias applied
     with the wrong sign (``bias_sign_flipped``); the changes are material (magnitudes up to
@@ -170,13 +172,15 @@ def check_direction(
                          "sample": k, "D_before": float(d_base[head, row]),
                          "D_after": float(d_new[head, row])}
     return Measurement(
-        quantity="max -sign (D'_l(W) - D_l(W)), rows l > L_train, all heads",
-        measured=worst,
+        quantity="max -sign (D'_l(W) - D_l(W)), rows l > L_train, all heads "
+                 "(inf if no D_l moves)",
+        measured=worst if moved else math.inf,
         reference=0.0,
         relation="<=",
         allowance=tol,
         params={"heads": names},
-        details={"worst_case": where, "strictly_moved": moved, "row_head_cases": total},
+        details={"worst_case": where, "worst_against_change": worst, "strictly_moved": moved,
+                 "row_head_cases": total},
     )
 
 

@@ -174,6 +174,22 @@ def test_bias_extension_changes_are_material():
     assert r.details["strictly_moved"] > 0.5 * r.details["row_head_cases"], r.details
 
 
+def test_direction_check_fails_when_the_bias_is_dropped():
+    # A biased softmax that drops the bias moves no distant mass: the weak inequality of §8
+    # (b) is met without being tested, and the check held. It must fail instead.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    def bias_dropped(scores, bias):
+        return softmax_with_bias(scores, torch.where(torch.isfinite(bias), 0.0, bias))
+
+    r = bias_extension.check_direction(n=96, train_length=32, window=8, samples=1,
+                                       system=System(biased_softmax=bias_dropped))
+    assert not r.holds, (r.measured, dict(r.details))
+    assert r.details["strictly_moved"] == 0
+    assert r.details["worst_against_change"] <= r.allowance  # never against the change
+
+
 # --------------------------------------------------------------------------- dtypes, devices
 
 
