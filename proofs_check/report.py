@@ -274,6 +274,7 @@ def _main(argv: Sequence[str] | None) -> int:
         raise UsageError("--full and --ci are mutually exclusive")
     if args.dtype not in DTYPES:
         raise UsageError(f"--dtype: expected one of {', '.join(DTYPES)}, got {echo(args.dtype)}")
+    device = _validate_device(args.device)  # before --list: a bad value is refused either way
     specs = all_checks()
     try:
         specs = select_checks(specs, args.only)
@@ -286,7 +287,6 @@ def _main(argv: Sequence[str] | None) -> int:
         else:
             emit(_list_text(specs))
         return 0
-    device = _validate_device(args.device)
 
     size = "full" if args.full else "ci" if args.ci else "default"
     start = time.perf_counter()

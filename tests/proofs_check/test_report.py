@@ -256,6 +256,8 @@ def test_tf32_forced_off_and_restored(monkeypatch, capsys):
         ["--device", "not a device"],
         ["--bogus"],
         ["--full", "--ci"],
+        ["--list", "--device", "tpu"],  # refused with --list too, as --dtype is
+        ["--list", "--device", "not a device"],
     ],
 )
 def test_bad_arguments_exit_two(registry, capsys, argv):
