@@ -209,11 +209,14 @@ def check_decay_exponent(
     """Measured decay exponent of the recent-window mass vs the sharp ``1 - rho``.
 
     Measured: ``max_rho |(-slope) - (1 - rho)|`` (slope of ``log M_l(W)`` against ``log l``
-    over ``l in [n/8, n]``, constant scores). Tolerance ``0.02`` at ``n >= 1024`` and ``0.05``
+    over ``l in [n/8, n]``, constant scores). Tolerance ``0.01`` at ``n >= 256`` and ``0.05``
     below: the discrete mass approaches the continuum law ``M ~ (W/l)^(1-rho)/Gamma(2-rho)``
     only as ``W/l -> 0`` (docs/theory.md §4: the ratio to the continuum is still 0.95-0.99 at
-    these lengths), which tilts a fitted slope by ``O(W/l)``; the fits of docs/theory.md §3 at
-    ``n = 1024`` deviate by at most ``0.0014``. ``seed`` is unused (deterministic).
+    these lengths), which tilts a fitted slope by ``O(W/l)``; measured at ``W = 8``,
+    ``rho = 0.2, 0.5, 0.8, 0.95`` (float64 and float32 alike), the fits deviate by at most
+    ``0.0025`` at ``n = 256`` and ``0.0014`` at ``n = 1024`` (docs/theory.md §3), so ``0.01``
+    leaves a factor 4. A looser ``0.05`` (``0.02``) passed the stream at ``0.95 rho`` at
+    ``n = 256`` (``0.98 rho`` at ``n = 2048``). ``seed`` is unused (deterministic).
     ``progress``: the stream prints its rows on stderr.
 
     Negative control: the stream at ``0.7 rho`` (``system.stream``).
@@ -231,7 +234,7 @@ def check_decay_exponent(
         measured=worst,
         reference=0.0,
         relation="==",
-        allowance=0.02 if n >= 1024 else 0.05,
+        allowance=0.01 if n >= 256 else 0.05,  # measured <= 0.0025 at n = 256 (docstring)
         details={"decay_exponent": slopes},
     )
 

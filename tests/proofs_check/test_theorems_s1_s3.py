@@ -145,3 +145,21 @@ def test_identity_collapse_fails_on_a_plan_that_ignores_rho():
     assert not wrong.holds
     right = check_identity_collapse(n=16, rhos=(0.5, 0.9), samples=1)
     assert right.holds and right.measured == right.details["worst_ratio"]
+
+
+@pytest.mark.parametrize("factor", [0.95, 0.97])
+def test_decay_exponent_catches_a_few_percent_error_in_rho_at_ci_size(factor):
+    # The stream at 0.95 rho shifts the exponent at rho = 0.8 by 0.04 (1 - 0.76 vs 1 - 0.8),
+    # inside the former tolerance 0.05 at n = 256; the true fits deviate by <= 0.0025 there.
+    from proofs_check.theorems import mutants
+    from proofs_check.theorems.dilution import check_decay_exponent
+    from proofs_check.theorems.system import System
+
+    spec = next(s for s in all_checks() if s.name == "thm1_decay_exponent")
+    right = spec.run(**spec.ci)
+    assert right.holds and right.measured <= 0.0025 + 1e-4, right.measured
+    wrong = check_decay_exponent(**spec.ci,
+                                 system=System(stream=mutants.stream_at_scaled_rho(factor)))
+    # the exponent error it must see: |(1 - factor rho) - (1 - rho)| at the largest rho
+    assert wrong.measured >= (1 - factor) * max(spec.ci["rhos"]) - 0.0025
+    assert not wrong.holds, (wrong.measured, wrong.allowance)
