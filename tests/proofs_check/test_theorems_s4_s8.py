@@ -226,3 +226,48 @@ def test_default_sizes_hold(module):
     for spec in module.CHECKS:
         r = spec.run(**spec.default)
         assert r.holds, (spec.name, r.measured, r.reference, dict(r.details))
+
+
+# --------------------------------------------------------------------------- NaN values
+
+
+def test_prior_identities_fail_on_a_nan_density():
+    # mpmath's NaN compares false: `dev > worst` dropped it, and closed forms whose density
+    # is NaN near y = 0 held with measured 1e-40.
+    from types import SimpleNamespace
+
+    import mpmath
+
+    import priors.scale_invariant as si
+    from proofs_check.theorems.system import System
+
+    def density(rho, y, **kwargs):
+        return mpmath.nan if y < 1e-6 else si.density(rho, y, **kwargs)
+
+    forms = SimpleNamespace(density=density, normaliser=si.normaliser,
+                            cumulative_mass=si.cumulative_mass, __name__="NaN density")
+    r = scale_invariant_convergence.check_prior_identities(
+        rhos=(1 / 3,), points=6, symbolic=False, system=System(closed_forms=forms))
+    assert not r.holds, (r.measured, dict(r.details))
+
+
+class _NanAtLongLengths:
+    """A log-distance prior whose window mass is NaN at ``n >= 1e12`` (an overflow)."""
+
+    def __init__(self, enc):
+        self.enc, self.alpha = enc, enc.alpha
+
+    def window_mass(self, window, length, **kwargs):
+        import mpmath
+
+        if length >= 10**12:
+            return mpmath.nan
+        return self.enc.window_mass(window, length, **kwargs)
+
+
+def test_near_one_limit_fails_on_a_nan_window_mass():
+    from proofs_check.theorems.system import System
+
+    r = near_one.check_near_one_limit(deltas=(1e-6,), windows=(8,), lengths=(1000, 10**12),
+                                      system=System(prior=_NanAtLongLengths))
+    assert not r.holds, (r.measured, dict(r.details))
