@@ -271,3 +271,69 @@ def test_near_one_limit_fails_on_a_nan_window_mass():
     r = near_one.check_near_one_limit(deltas=(1e-6,), windows=(8,), lengths=(1000, 10**12),
                                       system=System(prior=_NanAtLongLengths))
     assert not r.holds, (r.measured, dict(r.details))
+
+
+def test_content_bounds_fail_on_nan_attention_for_a_later_encoding():
+    # The worst violation is kept across encodings with `value > worst`: a NaN row in any
+    # encoding but the first lost that comparison and the check held.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    calls = []
+
+    def nan_after_the_first_encoding(scores, bias):
+        calls.append(1)
+        attn = softmax_with_bias(scores, bias)
+        if len(calls) > 4:  # 2 extreme patterns + 2 random draws per encoding
+            attn = attn.clone()
+            attn[..., -1, :] = float("nan")
+        return attn
+
+    r = classification.check_content_bounds(
+        n=64, window=8, samples=2, system=System(biased_softmax=nan_after_the_first_encoding))
+    assert len(calls) > 4
+    assert not r.holds, (r.measured, dict(r.details))
+
+
+def test_direction_check_fails_on_nan_attention_in_a_later_sample():
+    # As above for §8: a NaN distant mass in the second score sample lost `value > worst`
+    # to the first sample's finite worst case.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    calls = []
+
+    def nan_after_the_first_sample(scores, bias):
+        calls.append(1)
+        attn = softmax_with_bias(scores, bias)
+        if len(calls) > 3:  # base and both signs of the first sample
+            attn = attn.clone()
+            attn[..., -1, :] = float("nan")
+        return attn
+
+    r = bias_extension.check_direction(n=96, train_length=32, window=8, samples=2,
+                                       system=System(biased_softmax=nan_after_the_first_sample))
+    assert len(calls) > 3
+    assert not r.holds, (r.measured, dict(r.details))
+
+
+def test_margin_check_fails_on_a_nan_growth_just_below():
+    # The growth just below alpha* is the second argument of max(), which keeps its first
+    # argument when the second is NaN: a NaN there left the check holding.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    calls = []
+
+    def nan_on_the_last_call(scores, bias):
+        calls.append(1)
+        attn = softmax_with_bias(scores, bias)
+        if len(calls) > 1:  # constant scores at alpha*, then the growth just below
+            attn = attn.clone()
+            attn[..., -1, :] = float("nan")
+        return attn
+
+    r = margin_control.check_margin_constant_scores(
+        window=8, lmax=256, tau=0.1, system=System(biased_softmax=nan_on_the_last_call))
+    assert len(calls) == 2
+    assert not r.holds, (r.measured, dict(r.details))
