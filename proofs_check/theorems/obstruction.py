@@ -194,10 +194,14 @@ def check_feasibility_lp(
     """The tail condition agrees with a linear program on random small cases (Prop. 1).
 
     Measured: the number of cases (``n`` from 1 to ``n_max``, plus ``b = 1`` for every ``n``,
-    tight and feasible) where ``priors.feasibility.tail_condition`` (``system.feasibility``) and
-    ``lp_feasible`` disagree; reference 0. The condition is compared with an absolute
-    tolerance ``1e-9`` (random targets are far from the boundary at that scale; ``b = 1``
-    is tight and exact).
+    tight and feasible, and for ``n >= 2`` the two targets ``1e-4`` from it: mass ``1e-4``
+    moved from the last column to the first, feasible, and from the first to the last,
+    infeasible since ``b_n = 1 + 1e-4 > 1``) where ``priors.feasibility.tail_condition``
+    (``system.feasibility``) and ``lp_feasible`` disagree; reference 0. The condition is
+    compared with an absolute tolerance ``1e-9`` (random targets are far from the boundary
+    at that scale; ``b = 1`` is tight and exact); ``1e-4`` is far above both that and the
+    LP's feasibility tolerance (``1e-7``), and far below the slack of a wrong condition
+    such as ``n - k + 1.01``, which the random targets alone do not expose.
 
     Negative control: the wrong condition ``sum_{j >= k} b_j <= n - k + 1.5``
     (``system.feasibility``); some infeasible cases pass it.
@@ -206,6 +210,12 @@ def check_feasibility_lp(
     disagree = 0
     counts = {"feasible": 0, "infeasible": 0}
     targets = [np.ones(n) for n in range(1, n_max + 1)]
+    for n in range(2, n_max + 1):  # 1e-4 either side of the tight boundary b = 1
+        for move in (1e-4, -1e-4):
+            b = np.ones(n)
+            b[0] += move
+            b[-1] -= move
+            targets.append(b)
     targets += [_targets(int(rng.integers(2, n_max + 1)), rng) for _ in range(cases)]
     for b in targets:
         lp = lp_feasible(b)

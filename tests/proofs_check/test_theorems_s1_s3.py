@@ -163,3 +163,16 @@ def test_decay_exponent_catches_a_few_percent_error_in_rho_at_ci_size(factor):
     # the exponent error it must see: |(1 - factor rho) - (1 - rho)| at the largest rho
     assert wrong.measured >= (1 - factor) * max(spec.ci["rhos"]) - 0.0025
     assert not wrong.holds, (wrong.measured, wrong.allowance)
+
+
+@pytest.mark.parametrize("slack", [1e-2, 1e-3])
+def test_feasibility_check_catches_a_slightly_loose_condition(slack):
+    # A tail condition with n - k + 1 + slack agreed with the LP on every random target
+    # (none lies within 0.01 of the boundary) and the check held.
+    from proofs_check.theorems import mutants
+    from proofs_check.theorems.system import System
+
+    spec = next(s for s in all_checks() if s.name == "prop1_feasibility_lp")
+    assert spec.run(**spec.ci).holds
+    wrong = spec.run(**spec.ci, system=System(feasibility=mutants.wrong_feasibility(slack)))
+    assert not wrong.holds, wrong.measured
