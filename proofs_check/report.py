@@ -4,9 +4,11 @@ Every check registered in ``proofs_check.theorems`` (one module per statement of
 is run at its ``default`` size (``--full``: the thorough sizes; the test suite uses ``ci``),
 and one row per check is printed: theorem, what was measured, the measured value, the
 relation and the bound or closed form it was compared with, the allowance the check grants
-(``CheckResult.allowance``, JSON key ``"allowance"``), the slack, whether it held, and the
-wall time. Progress goes to stderr (with ``--full`` also the rows of the long streams), the
-table (or ``--json``) to stdout.
+(``CheckResult.allowance``, JSON key ``"allowance"``), the slack, whether it held, the
+precision it was computed in (``CheckResult.dtype``: the torch dtype, or the check's own,
+such as ``mpmath dps 30``, which ``--dtype`` does not change), and the wall time.
+Progress goes to stderr (with ``--full`` also the rows of the long streams), the table (or
+``--json``) to stdout.
 
 Each check runs with TF32 off (every float32 matmul and convolution in full IEEE precision)
 and is timed by its own ``theorem_check`` (``proofs_check.result``), which restores the
@@ -212,12 +214,13 @@ def _table(rows: list[list[str]]) -> str:
 def format_table(results: Sequence[CheckResult], *, size: str, dtype: str, device: str) -> str:
     """The human-readable report: one row per check, then a summary line."""
     rows = [["check", "theorem", "measured quantity", "measured", "rel", "bound/ref",
-             "allowance", "slack", "holds", "time"]]
+             "allowance", "slack", "holds", "precision", "time"]]
     for r in results:
         quantity = r.quantity if len(r.quantity) <= 60 else r.quantity[:57] + "..."
         rows.append([
             r.check, r.theorem, quantity, _num(r.measured), r.relation, _num(r.reference),
-            _num(r.allowance), _num(r.slack), "yes" if r.holds else "NO", _seconds(r.seconds),
+            _num(r.allowance), _num(r.slack), "yes" if r.holds else "NO", r.dtype,
+            _seconds(r.seconds),
         ])
     failed = [r for r in results if not r.holds]
     out = [_table(rows), ""]
@@ -228,9 +231,11 @@ def format_table(results: Sequence[CheckResult], *, size: str, dtype: str, devic
                                              f"{r.allowance!r})"))
     total = math.fsum(r.seconds for r in results if math.isfinite(r.seconds))
     out.append(
-        f"{len(results) - len(failed)}/{len(results)} checks hold; size {size}, dtype {dtype}, "
-        f"device {device}, TF32 off; {total:.1f} s. Numbers shown to 4 significant digits "
-        "(--json gives full float64); slack > 0 means the statement holds with room."
+        f"{len(results) - len(failed)}/{len(results)} checks hold; size {size}, torch dtype "
+        f"{dtype}, device {device}, TF32 off; {total:.1f} s. Each row was computed in the "
+        "precision its 'precision' column states (--dtype sets it for torch checks only); "
+        "numbers shown to 4 significant digits (--json gives full float64); slack > 0 means "
+        "the statement holds with room."
     )
     return "\n".join(out)
 
@@ -274,6 +279,7 @@ def _main(argv: Sequence[str] | None) -> int:
         raise UsageError("--full and --ci are mutually exclusive")
     if args.dtype not in DTYPES:
         raise UsageError(f"--dtype: expected one of {', '.join(DTYPES)}, got {echo(args.dtype)}")
+    device = _validate_device(args.device)  # before --list: a bad value is refused either way
     specs = all_checks()
     try:
         specs = select_checks(specs, args.only)
@@ -286,7 +292,6 @@ def _main(argv: Sequence[str] | None) -> int:
         else:
             emit(_list_text(specs))
         return 0
-    device = _validate_device(args.device)
 
     size = "full" if args.full else "ci" if args.ci else "default"
     start = time.perf_counter()

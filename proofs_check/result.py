@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["RELATIONS", "CheckResult", "CheckSpec", "Measurement", "dtype_name", "make_result",
-           "stopwatch", "theorem_check"]
+           "stopwatch", "theorem_check", "worst_of"]
 
 #: ``<=``: measured <= reference (an upper bound); ``>=``: a lower bound;
 #: ``==``: |measured - reference| <= allowance (a closed form or an independent solver).
@@ -174,6 +174,23 @@ def make_result(
         seconds=float(seconds),
         details=dict(details or {}),
     )
+
+
+def worst_of(*values: Any) -> float:
+    """The largest of ``values`` as a float; NaN if any of them is NaN.
+
+    A check's running ``worst = max(worst, x)`` keeps ``worst`` when ``x`` is NaN
+    (``max(0.0, nan)`` is ``0.0``: a NaN compares false), so weights or distances that are
+    NaN would leave the check holding on nothing. This keeps the NaN, and ``make_result``
+    then reports ``holds = False`` (a NaN measurement is not a measurement).
+
+    >>> worst_of(0.0, 1.5, 1.0), worst_of(0.0, float("nan"), 1.0)
+    (1.5, nan)
+    """
+    floats = [float(v) for v in values]
+    if any(math.isnan(v) for v in floats):
+        return math.nan
+    return max(floats)
 
 
 def dtype_name(dtype: object) -> str:

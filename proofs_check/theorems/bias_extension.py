@@ -17,11 +17,12 @@ the torch operators ``bias_matrix`` and ``softmax_with_bias``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -104,7 +105,7 @@ def check_rows_unchanged(
         for sign in (1.0, -1.0):
             new = system.biased_softmax(scores, _changed(bias, train_length, sign, gen, 1.0))
             diff = (new[:, :train_length] - base[:, :train_length]).abs().max()
-            worst = max(worst, float(diff))
+            worst = worst_of(worst, diff)
     return Measurement(
         quantity="max |A' - A|, rows l <= L_train (b changed at d >= L_train)",
         measured=worst,
@@ -133,7 +134,9 @@ def check_direction(
     Measured: the largest ``-sign (D'_l - D_l)`` over rows ``l > L_train``, every head, both
     signs and every score sample (``<= 0``: never against the change). Reference 0,
     tolerance ``4 n eps(dtype)`` (each distant mass is a sum of at most ``n`` softmax
-    entries, each within a few ulps).
+    entries, each within a few ulps). A system in which no ``D_l`` moves beyond the tolerance
+    (a softmax that drops the bias) meets the weak inequality without testing it: then the
+    measured value is ``inf`` (the changes are material, so the real one moves most rows).
 
     Attention is ``system.biased_softmax(scores, bias)``. Negative control: the bias applied
     with the wrong sign (``bias_sign_flipped``); the changes are material (magnitudes up to
@@ -161,21 +164,23 @@ def check_direction(
             v = -sign * (d_new - d_base)  # > 0: against the change
             moved += int((sign * (d_new - d_base) > tol).sum())
             total += v.numel()
-            i = int(v.argmax())
-            if float(v.flatten()[i]) > worst:
+            i = int(v.argmax())  # a NaN entry is the argmax: it becomes the worst case
+            if math.isnan(float(v.flatten()[i])) or float(v.flatten()[i]) > worst:
                 head, row = divmod(i, v.shape[1])
                 worst = float(v.flatten()[i])
                 where = {"head": names[head], "row": train_length + row + 1, "sign": sign,
                          "sample": k, "D_before": float(d_base[head, row]),
                          "D_after": float(d_new[head, row])}
     return Measurement(
-        quantity="max -sign (D'_l(W) - D_l(W)), rows l > L_train, all heads",
-        measured=worst,
+        quantity="max -sign (D'_l(W) - D_l(W)), rows l > L_train, all heads "
+                 "(inf if no D_l moves)",
+        measured=worst if moved else math.inf,
         reference=0.0,
         relation="<=",
         allowance=tol,
         params={"heads": names},
-        details={"worst_case": where, "strictly_moved": moved, "row_head_cases": total},
+        details={"worst_case": where, "worst_against_change": worst, "strictly_moved": moved,
+                 "row_head_cases": total},
     )
 
 

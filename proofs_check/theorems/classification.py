@@ -126,8 +126,8 @@ def _worst_content_bound_violation(n: int, window: int, score_bound: float, samp
                                    device)
         for label, (m, kind) in cases.items():
             v = _violation(m, kind, m_minus, m_plus)
-            i = int(v.argmax())
-            if float(v[i]) > worst or not where:
+            i = int(v.argmax())  # a NaN entry is the argmax; it is never outvoted
+            if math.isnan(float(v[i])) or float(v[i]) > worst or not where:
                 worst = float(v[i])
                 where = {"encoding": enc.name, "params": enc.params, "scores": label,
                          "row": window + i, "window_mass": float(m[i]),

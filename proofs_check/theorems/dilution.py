@@ -28,7 +28,7 @@ import torch
 
 from priors.dilution_bounds import column_bound, harmonic_tails, weight_bound
 from proofs_check.operators.causal_ot import stream_causal_ot
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -85,7 +85,7 @@ def _worst(names, ratios, n, first_row=1):
         part = ratio[:, first_row - 1:, :]
         flat = int(part.argmax())
         value = float(part.flatten()[flat])
-        if value > worst:
+        if math.isnan(value) or value > worst:  # a NaN ratio is never dropped
             f, rest = divmod(flat, part.shape[1] * n)
             worst, where = value, {"family": names[f], "rho": rho,
                                    "l": rest // n + first_row, "j": rest % n + 1}
@@ -209,11 +209,14 @@ def check_decay_exponent(
     """Measured decay exponent of the recent-window mass vs the sharp ``1 - rho``.
 
     Measured: ``max_rho |(-slope) - (1 - rho)|`` (slope of ``log M_l(W)`` against ``log l``
-    over ``l in [n/8, n]``, constant scores). Tolerance ``0.02`` at ``n >= 1024`` and ``0.05``
+    over ``l in [n/8, n]``, constant scores). Tolerance ``0.01`` at ``n >= 256`` and ``0.05``
     below: the discrete mass approaches the continuum law ``M ~ (W/l)^(1-rho)/Gamma(2-rho)``
     only as ``W/l -> 0`` (docs/theory.md §4: the ratio to the continuum is still 0.95-0.99 at
-    these lengths), which tilts a fitted slope by ``O(W/l)``; the fits of docs/theory.md §3 at
-    ``n = 1024`` deviate by at most ``0.0014``. ``seed`` is unused (deterministic).
+    these lengths), which tilts a fitted slope by ``O(W/l)``; measured at ``W = 8``,
+    ``rho = 0.2, 0.5, 0.8, 0.95`` (float64 and float32 alike), the fits deviate by at most
+    ``0.0025`` at ``n = 256`` and ``0.0014`` at ``n = 1024`` (docs/theory.md §3), so ``0.01``
+    leaves a factor 4. A looser ``0.05`` (``0.02``) passed the stream at ``0.95 rho`` at
+    ``n = 256`` (``0.98 rho`` at ``n = 2048``). ``seed`` is unused (deterministic).
     ``progress``: the stream prints its rows on stderr.
 
     Negative control: the stream at ``0.7 rho`` (``system.stream``).
@@ -225,13 +228,13 @@ def check_decay_exponent(
         slope = -recent_window_slope(n, rho, window, dtype=dtype, device=device,
                                      stream=system.stream, progress=progress)
         slopes[str(rho)] = slope
-        worst = max(worst, abs(slope - (1 - rho)))
+        worst = worst_of(worst, abs(slope - (1 - rho)))
     return Measurement(
         quantity=f"max |decay exponent of M_l(W={window}) - (1 - rho)|, constant scores",
         measured=worst,
         reference=0.0,
         relation="==",
-        allowance=0.02 if n >= 1024 else 0.05,
+        allowance=0.01 if n >= 256 else 0.05,  # measured <= 0.0025 at n = 256 (docstring)
         details={"decay_exponent": slopes},
     )
 

@@ -31,7 +31,7 @@ import mpmath
 import torch
 
 from proofs_check.operators.causal_ot import causal_ot_exact_mp
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -115,7 +115,7 @@ def check_fixed_point(
         w = system.operator(fed, rho, method="newton").weights
         defect = fixed_point_defect(w, scores, rho)
         per_case[label] = defect
-        worst = max(worst, defect)
+        worst = worst_of(worst, defect)
     return Measurement(
         quantity="max row spread of log a + kappa log C' - s (and |sum a - 1|)",
         measured=worst,
@@ -165,8 +165,8 @@ def check_exact_vs_mp(
                                 method=method).weights.double().cpu()
             for l_row, row in enumerate(ref):
                 for j, v in enumerate(row):
-                    worst = max(worst, abs(float(w[l_row, j]) - float(v)))
-                worst = max(worst, float(w[l_row, len(row):].abs().sum()))  # future keys: 0
+                    worst = worst_of(worst, abs(float(w[l_row, j]) - float(v)))
+                worst = worst_of(worst, w[l_row, len(row):].abs().sum())  # future keys: 0
     return Measurement(
         quantity=f"max |a_operator - a_mpmath(dps={dps})|",
         measured=worst,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -133,7 +133,7 @@ def _margin_control(
     worst_at = max(grown, key=grown.get)
     return Measurement(
         quantity="max(G(a*) - tau, tau + 2tol - G(a*-eps)) on torch attention",
-        measured=max(grown[worst_at] - tau, tau + 2 * tol - below),
+        measured=worst_of(*(g - tau for g in grown.values()), tau + 2 * tol - below),
         reference=0.0,
         relation="<=",
         allowance=tol,

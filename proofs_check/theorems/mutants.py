@@ -16,7 +16,8 @@ Operators (signature of ``causal_ot_attention``):
 * ``clamped_scores(c)`` -- scores clipped to ``[-c, c]`` first (breaks row-shift invariance);
 * ``temperature(t)`` -- scores multiplied by ``t`` first;
 * ``mask_ignored`` -- masked keys (``-inf`` scores) treated as score 0;
-* ``only_for_method(m, op)`` -- the reference operator except ``op`` for ``method=m``.
+* ``only_for_method(m, op)`` -- the reference operator except ``op`` for ``method=m``;
+* ``nan_last_row`` -- the last row's weights and the reported residual NaN (an overflow).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "margin_offset",
     "mask_ignored",
     "mirrored_exponent",
+    "nan_last_row",
     "noncausal_batch_plan",
     "only_for_method",
     "operator_as_batch_plan",
@@ -176,6 +178,19 @@ def only_for_method(method: str,
         return causal_ot_attention(scores, rho, **kwargs)
 
     return op
+
+
+@_named("NaN in the last row")
+def nan_last_row(scores: torch.Tensor, rho: float, **kwargs: Any) -> CausalOTResult:
+    """The reference operator with the last row's weights NaN, as an overflow leaves them.
+
+    ``info.residual`` is NaN too (an overflowing solve has no finite increment). A check fed
+    it must report ``holds = False``: a NaN compared with a bound establishes nothing.
+    """
+    res = causal_ot_attention(scores, rho, **kwargs)
+    w = res.weights.clone()
+    w[..., -1, :] = float("nan")
+    return CausalOTResult(w, replace(res.info, residual=float("nan")), res.log_potentials)
 
 
 #: The operator mutants of the mutation test (tests/proofs_check/test_mutation.py).

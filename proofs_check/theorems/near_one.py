@@ -101,10 +101,12 @@ def _worst_bracket_violation(
     count = 0
     for kind, (lo, hi), exact, case in cases:
         v = max((lo - exact) / exact, (exact - hi) / exact)
+        if any(mpmath.isnan(x) for x in (lo, hi, exact)):
+            v = mpmath.nan  # max() drops a NaN second argument; a NaN bracket is no bracket
         count += 1
         if case.get("m") != 1 and case.get("length") != 1:
-            worst_nontrivial = max(worst_nontrivial, v)
-        if v > worst:
+            worst_nontrivial = v if mpmath.isnan(v) else max(worst_nontrivial, v)
+        if mpmath.isnan(v) or v > worst:  # a NaN is never outvoted by later cases
             worst = v
             where = {"kind": kind, **case, "lo": float(lo), "hi": float(hi),
                      "exact": float(exact)}
@@ -197,7 +199,7 @@ def check_near_one_limit(
                     limit = near_one_limit(w, n, dps=dps)
                     r = mpmath.log(m / limit) / (d * mpmath.log(n))
                     v = abs(2 * r - 1)
-                    if v >= worst:
+                    if mpmath.isnan(v) or v >= worst:  # a NaN is never outvoted
                         worst = v
                         where = {"delta": delta, "window": w, "length": n, "r": float(r),
                                  "window_mass": float(m), "limit": float(limit)}

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from proofs_check.measurements import diagonal_mass
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -65,8 +65,11 @@ def check_identity_collapse(
     ratio of the diagonal deficit to the bound over all ``rho`` and scores (``<= 1``);
     tolerance ``1e-12`` (both sides are sums of ``n`` float64 terms <= 1 and the bound is
     nonnegative by the tail condition). The bound holds for every nonnegative
-    lower-triangular plan with unit row sums, so it tests that the plan is one; details:
-    the diagonal masses by ``rho`` (constant scores) and whether they increase with ``rho``.
+    lower-triangular plan with unit row sums, so it tests that the plan is one; it does not
+    see ``rho``. The collapse does: the diagonal mass (constant scores) must increase
+    strictly with ``rho`` (docs/theory.md §1, measured), and where it does not the measured
+    value is ``inf`` (the ratio stays in ``details["worst_ratio"]``). Details: the diagonal
+    masses by ``rho`` and whether they increase.
 
     Negative control: the plan without the causal mask (``system.batch_plan``): its columns
     can balance, the bound's right side vanishes while the diagonal deficit does not.
@@ -89,17 +92,20 @@ def check_identity_collapse(
         bound = (jj * (1 - col)).sum(-1) / n
         ratio = torch.where(bound > 0, deficit / bound,
                             torch.where(deficit > 0, math.inf, 0.0))
-        worst = max(worst, float(ratio.max()))
+        ratio = torch.where(torch.isnan(deficit + bound), math.nan, ratio)  # NaN plan: no plan
+        worst = worst_of(worst, ratio.max())
         diag[str(rho)] = float(1 - deficit[0])
     values = [diag[str(r)] for r in sorted(rhos)]
     increasing = all(values[i] < values[i + 1] for i in range(len(values) - 1))
     return Measurement(
-        quantity="max (1 - tr P/n) / ((1/n) sum_j j (1 - colsum_j)), batch plan",
-        measured=worst,
+        quantity="max (1 - tr P/n) / ((1/n) sum_j j (1 - colsum_j)), batch plan "
+                 "(inf unless tr P/n increases with rho)",
+        measured=worst if increasing else math.inf,
         reference=1.0,
         relation="<=",
         allowance=1e-12,
-        details={"diagonal_mass_constant_scores": diag, "increasing_in_rho": increasing},
+        details={"worst_ratio": worst, "diagonal_mass_constant_scores": diag,
+                 "increasing_in_rho": increasing},
     )
 
 
@@ -135,7 +141,7 @@ def check_diagonal_mass(
     for rho in rhos:
         plan = system.batch_plan(scores, rho, tol=plan_tol).weights.double().cpu()
         masses[str(rho)] = float(diagonal_mass(plan))
-        worst = max(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
+        worst = worst_of(worst, abs(masses[str(rho)] - THEORY_DIAGONAL_MASS[rho]))
     return Measurement(
         quantity="max |trace(P)/n - docs/theory.md §1|, batch plan, n = 32, constant scores",
         measured=worst,
@@ -188,10 +194,14 @@ def check_feasibility_lp(
     """The tail condition agrees with a linear program on random small cases (Prop. 1).
 
     Measured: the number of cases (``n`` from 1 to ``n_max``, plus ``b = 1`` for every ``n``,
-    tight and feasible) where ``priors.feasibility.tail_condition`` (``system.feasibility``) and
-    ``lp_feasible`` disagree; reference 0. The condition is compared with an absolute
-    tolerance ``1e-9`` (random targets are far from the boundary at that scale; ``b = 1``
-    is tight and exact).
+    tight and feasible, and for ``n >= 2`` the two targets ``1e-4`` from it: mass ``1e-4``
+    moved from the last column to the first, feasible, and from the first to the last,
+    infeasible since ``b_n = 1 + 1e-4 > 1``) where ``priors.feasibility.tail_condition``
+    (``system.feasibility``) and ``lp_feasible`` disagree; reference 0. The condition is
+    compared with an absolute tolerance ``1e-9`` (random targets are far from the boundary
+    at that scale; ``b = 1`` is tight and exact); ``1e-4`` is far above both that and the
+    LP's feasibility tolerance (``1e-7``), and far below the slack of a wrong condition
+    such as ``n - k + 1.01``, which the random targets alone do not expose.
 
     Negative control: the wrong condition ``sum_{j >= k} b_j <= n - k + 1.5``
     (``system.feasibility``); some infeasible cases pass it.
@@ -200,6 +210,12 @@ def check_feasibility_lp(
     disagree = 0
     counts = {"feasible": 0, "infeasible": 0}
     targets = [np.ones(n) for n in range(1, n_max + 1)]
+    for n in range(2, n_max + 1):  # 1e-4 either side of the tight boundary b = 1
+        for move in (1e-4, -1e-4):
+            b = np.ones(n)
+            b[0] += move
+            b[-1] -= move
+            targets.append(b)
     targets += [_targets(int(rng.integers(2, n_max + 1)), rng) for _ in range(cases)]
     for b in targets:
         lp = lp_feasible(b)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from proofs_check.measurements import prefix_leak
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -67,7 +67,7 @@ def check_prefix_consistency(
             s, rho, lambda x, r: system.operator(x, r, method="newton").weights,
             prefixes).max())
         by_rho[str(rho)] = value
-        worst = max(worst, value)
+        worst = worst_of(worst, value)
     return Measurement(
         quantity="max_m max_(l,j<=m) |P_n - P_m|, prefix-consistent operator",
         measured=worst,
@@ -103,7 +103,8 @@ def check_batch_leak(
     prefix-consistent map) misses every value of §1 by at least 0.034.
 
     Only the setting of §1 (``n = 64``, ``m = 32``, 10 seeds) has reference values;
-    other sizes raise ``ValueError``. float32: the plan is computed in float32 (increments
+    other sizes, and ``rhos`` holding none of §1's values (nothing would be compared),
+    raise ``ValueError``. float32: the plan is computed in float32 (increments
     to ``1e-5``, i.e. ``log v`` within ``9e-5``), so the tolerance is ``2e-3``.
 
     Negative control: the prefix-consistent operator in the batch plan's place
@@ -114,6 +115,9 @@ def check_batch_leak(
     if (n, prefix, seeds) != (64, 32, 10):
         raise ValueError(f"docs/theory.md §1 gives the leak at n=64, prefix=32, seeds=10 only; got "
                          f"n={n}, prefix={prefix}, seeds={seeds}")
+    if not any(rho in THEORY_LEAK for rho in rhos):
+        raise ValueError(f"rhos {list(rhos)} hold none of the values docs/theory.md §1 gives the "
+                         f"leak at ({sorted(THEORY_LEAK)}): nothing would be compared")
     s = torch.tensor(np.stack([np.random.default_rng(k).standard_normal((n, n))
                                for k in range(seeds)]), dtype=torch.float64)
     s = s.to(dtype=dtype, device=device)
@@ -127,7 +131,7 @@ def check_batch_leak(
                float(values.min()), float(values.max()))
         stats[str(rho)] = list(got)
         if rho in THEORY_LEAK:
-            worst = max(worst, *(abs(g - t) for g, t in zip(got, THEORY_LEAK[rho],
+            worst = worst_of(worst, *(abs(g - t) for g, t in zip(got, THEORY_LEAK[rho],
                                                             strict=True)))
     return Measurement(
         quantity=f"max |leak stat - docs/theory.md| (median/min/max over seeds, m={prefix})",

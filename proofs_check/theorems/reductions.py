@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -60,7 +60,7 @@ def check_softmax(
     at_small = float((near - ref).abs().max())
     return Measurement(
         quantity="max |A(rho=0 and rho->0) - softmax|",
-        measured=max(at_zero, at_small),
+        measured=worst_of(at_zero, at_small),
         reference=0.0,
         relation="==",
         allowance=1e-10 if dtype == torch.float64 else 1e-5,
@@ -100,7 +100,7 @@ def check_row_shift(
     for rho in rhos:
         a = system.operator(s, rho, method="newton").weights.double()
         b = system.operator(shifted, rho, method="newton").weights.double()
-        worst = max(worst, float((a - b).abs().max()))
+        worst = worst_of(worst, (a - b).abs().max())
     return Measurement(
         quantity="max |A(S + row constant) - A(S)|",
         measured=worst,

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from proofs_check.measurements import grid_distances
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -88,7 +88,7 @@ def check_prior_identities(
                 f = si.density(rho, y, dps=dps + 10)
                 big_f = si.cumulative_mass(rho, y, dps=dps + 10)
                 dev = abs(f * big_f**kappa * z1 - 1)
-                if dev > worst_fixed:
+                if mpmath.isnan(dev) or dev > worst_fixed:  # a NaN is never outvoted
                     worst_fixed, where["fixed_point"] = dev, {"rho": rho, "y": float(y)}
             for y in ys:
                 # F(y) = int_y^1 f(x)/x dx  <=>  F'(y) = -f(y)/y with F(1-) = 0 (the
@@ -100,14 +100,14 @@ def check_prior_identities(
                     lambda x, rho=rho: si.cumulative_mass(rho, x, dps=3 * dps), y)
                 target = -si.density(rho, y, dps=dps + 10) / y
                 dev = abs(deriv / target - 1)
-                if dev > worst_integral:
+                if mpmath.isnan(dev) or dev > worst_integral:
                     worst_integral, where["integral"] = dev, {"rho": rho, "y": float(y)}
     nonzero: list[str] = []
     if symbolic:
         from priors.symbolic import verify_scale_invariant_prior
 
         nonzero = [k for k, v in verify_scale_invariant_prior().items() if v != 0]
-    measured = float(max(worst_fixed, worst_integral)) + len(nonzero)
+    measured = worst_of(worst_fixed, worst_integral) + len(nonzero)
     return Measurement(
         quantity="max |f F^kappa Z - 1|, |F'y/f + 1| (+ sympy residuals != 0)",
         measured=measured,

@@ -20,7 +20,7 @@ import warnings
 import torch
 
 from proofs_check.operators.causal_ot import ConvergenceWarning, causal_ot_attention
-from proofs_check.result import CheckSpec, Measurement, theorem_check
+from proofs_check.result import CheckSpec, Measurement, theorem_check, worst_of
 from proofs_check.theorems import mutants
 from proofs_check.theorems.system import System, uses
 
@@ -73,7 +73,7 @@ def check_sweeps_converge(
         for method in ("sinkhorn", "anderson"):
             res = system.operator(s, rho, method=method, tol=sweep_tol)
             sweeps[f"{method} rho={rho}"] = res.info.sweeps
-            worst = max(worst, float((res.weights.double() - ref).abs().max()))
+            worst = worst_of(worst, (res.weights.double() - ref).abs().max())
     return Measurement(
         quantity="max |A_sinkhorn - A_exact|",
         measured=worst,

@@ -11,7 +11,8 @@ and reproduced in docs/theory.md ("How the checks can fail").
 import pytest
 import torch
 
-from proofs_check.theorems import all_checks
+from proofs_check.operators.causal_ot import causal_ot_attention
+from proofs_check.theorems import all_checks, mutants
 from proofs_check.theorems.mutants import MUTANT_OPERATORS
 from proofs_check.theorems.system import System
 
@@ -69,3 +70,68 @@ def test_reference_operator_passes_the_operator_checks_in_float32():
         if not result.holds:
             failing.append((spec.name, result.measured, result.allowance))
     assert not failing, failing
+
+
+def _nan_last_row_plan(scores, rho, **kwargs):
+    """The batch plan of §1 with its last row NaN (an overflow)."""
+    from types import SimpleNamespace
+
+    from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
+
+    w = batch_unbalanced_sinkhorn(scores, rho, **kwargs).weights.clone()
+    w[..., -1, :] = float("nan")
+    return SimpleNamespace(weights=w)
+
+
+def _nan_end_rows_softmax(scores, bias):
+    """``softmax(s + b)`` with the first and last query rows NaN (an overflow); the first
+    is what ``s8_rows_unchanged`` reads (rows ``l <= L_train``), the last what the others
+    read."""
+    from proofs_check.operators.biases import softmax_with_bias
+
+    attn = softmax_with_bias(scores, bias).clone()
+    attn[..., [0, -1], :] = float("nan")
+    return attn
+
+
+#: For every torch part a check can read: that part with its last row NaN.
+_NAN_PARTS = {"operator": mutants.nan_last_row, "batch_plan": _nan_last_row_plan,
+              "biased_softmax": _nan_end_rows_softmax}
+NAN_CHECKS = [s for s in all_checks() if set(_NAN_PARTS) & set(s.run.uses)
+              or "stream" in s.run.uses]
+
+
+@pytest.mark.parametrize("spec", NAN_CHECKS, ids=lambda s: s.name)
+def test_nan_in_the_system_makes_the_check_fail(spec):
+    # A NaN compared with a bound establishes nothing. Python's max(worst, nan) keeps worst
+    # and `nan > worst` is false, so a running maximum dropped the NaN rows and checks held
+    # on NaN weights; every check reading a part that returns a NaN row must now fail.
+    uses = set(spec.run.uses) | ({"operator"} if "stream" in spec.run.uses else set())
+    part = next(p for p in _NAN_PARTS if p in uses)
+    result = spec.run(**spec.ci, system=System(**{part: _NAN_PARTS[part]}))
+    assert not result.holds, (spec.name, part, result.measured, result.slack)
+
+
+def test_nan_weights_of_the_anderson_path_alone_are_caught():
+    # Only lemma22_sweeps_converge runs method="anderson"; NaN weights there were dropped by
+    # its running maximum and no check caught them.
+    spec = next(s for s in all_checks() if s.name == "lemma22_sweeps_converge")
+    wrong = mutants.only_for_method("anderson", mutants.nan_last_row)
+    result = spec.run(**spec.ci, system=System(operator=wrong))
+    assert not result.holds, (result.measured, result.slack)
+
+
+def _nan_at_large_rho(scores, rho, **kwargs):
+    """The reference operator, with the last row NaN at ``rho >= 0.9`` only."""
+    if rho >= 0.9:
+        return mutants.nan_last_row(scores, rho, **kwargs)
+    return causal_ot_attention(scores, rho, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["thm1_weight_bound", "thm1_column_bound"])
+def test_nan_at_one_rho_is_not_outvoted_by_the_others(name):
+    # The worst ratio is taken over every rho; a NaN ratio at rho = 0.9 lost the comparison
+    # `value > worst` to the finite ratios of the other rho and the check held.
+    spec = next(s for s in all_checks() if s.name == name)
+    result = spec.run(**spec.ci, system=System(operator=_nan_at_large_rho))
+    assert not result.holds, (result.measured, result.slack)

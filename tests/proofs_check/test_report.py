@@ -216,6 +216,27 @@ def test_torch_checks_get_dtype_and_device(monkeypatch, capsys):
     assert seen[1]["kwargs"] == {"size": "default"}  # pure-priors checks take no torch args
 
 
+def test_each_row_states_the_precision_it_was_computed_in(monkeypatch, capsys):
+    # A --dtype float32 run printed "dtype float32" for every row, also for checks that run
+    # in mpmath at 30 digits: each row must state its own precision (CheckResult.dtype).
+    def mp_body():
+        return Measurement("q", 0.5, 1.0, "<=", dtype="mpmath dps 30")
+
+    def torch_body(*, dtype=torch.float64, device="cpu"):
+        return Measurement("q", 0.5, 1.0, "<=")
+
+    mp_spec = CheckSpec(name="fake_mp", theorem="Fake (§9)", section="§9",
+                        run=theorem_check("fake_mp", "Fake (§9)")(mp_body), torch_args=False)
+    torch_spec = CheckSpec(name="fake_torch", theorem="Fake (§9)", section="§9",
+                           run=theorem_check("fake_torch", "Fake (§9)")(torch_body))
+    monkeypatch.setattr(report, "all_checks", lambda: [torch_spec, mp_spec])
+    assert report.main(["--dtype", "float32"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("fake_")}
+    assert " float32 " in rows["fake_torch"] and "mpmath" not in rows["fake_torch"], out
+    assert " mpmath dps 30 " in rows["fake_mp"] and "float32" not in rows["fake_mp"], out
+
+
 def _flags():
     b = torch.backends
     return (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.get_float32_matmul_precision())
@@ -256,6 +277,8 @@ def test_tf32_forced_off_and_restored(monkeypatch, capsys):
         ["--device", "not a device"],
         ["--bogus"],
         ["--full", "--ci"],
+        ["--list", "--device", "tpu"],  # refused with --list too, as --dtype is
+        ["--list", "--device", "not a device"],
     ],
 )
 def test_bad_arguments_exit_two(registry, capsys, argv):

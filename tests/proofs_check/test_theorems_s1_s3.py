@@ -115,3 +115,64 @@ def test_float32_runs_hold(name):
     spec = next(s for s in all_checks() if s.name == name)
     result = spec.run(**spec.ci, dtype=torch.float32)
     assert result.dtype == "float32" and result.holds, result
+
+
+def test_batch_leak_refuses_rhos_with_no_reference_value():
+    # At rho = 0.5 docs/theory.md §1 gives no leak statistics: the check compared nothing and
+    # held with measured 0. It must refuse rather than report a vacuous "holds".
+    from proofs_check.theorems.prefix_consistency import THEORY_LEAK, check_batch_leak
+
+    assert 0.5 not in THEORY_LEAK
+    with pytest.raises(ValueError, match="nothing would be compared"):
+        check_batch_leak(rhos=(0.5,))
+
+
+def test_identity_collapse_fails_on_a_plan_that_ignores_rho():
+    # Bound (d) holds for every causal plan with unit row sums, whatever rho: a batch plan
+    # computed at rho = 0.5 for every rho satisfied it, and the check held although its
+    # diagonal mass did not grow with rho (docs/theory.md §1: the collapse to the identity).
+    from proofs_check.operators.batch_uot import batch_unbalanced_sinkhorn
+    from proofs_check.theorems.obstruction import check_identity_collapse
+    from proofs_check.theorems.system import System
+
+    def plan_at_half(scores, rho, **kwargs):
+        return batch_unbalanced_sinkhorn(scores, 0.5, **kwargs)
+
+    wrong = check_identity_collapse(n=16, rhos=(0.5, 0.9), samples=1,
+                                    system=System(batch_plan=plan_at_half))
+    assert wrong.details["worst_ratio"] <= 1.0  # bound (d) alone cannot see the error
+    assert not wrong.details["increasing_in_rho"]
+    assert not wrong.holds
+    right = check_identity_collapse(n=16, rhos=(0.5, 0.9), samples=1)
+    assert right.holds and right.measured == right.details["worst_ratio"]
+
+
+@pytest.mark.parametrize("factor", [0.95, 0.97])
+def test_decay_exponent_catches_a_few_percent_error_in_rho_at_ci_size(factor):
+    # The stream at 0.95 rho shifts the exponent at rho = 0.8 by 0.04 (1 - 0.76 vs 1 - 0.8),
+    # inside the former tolerance 0.05 at n = 256; the true fits deviate by <= 0.0025 there.
+    from proofs_check.theorems import mutants
+    from proofs_check.theorems.dilution import check_decay_exponent
+    from proofs_check.theorems.system import System
+
+    spec = next(s for s in all_checks() if s.name == "thm1_decay_exponent")
+    right = spec.run(**spec.ci)
+    assert right.holds and right.measured <= 0.0025 + 1e-4, right.measured
+    wrong = check_decay_exponent(**spec.ci,
+                                 system=System(stream=mutants.stream_at_scaled_rho(factor)))
+    # the exponent error it must see: |(1 - factor rho) - (1 - rho)| at the largest rho
+    assert wrong.measured >= (1 - factor) * max(spec.ci["rhos"]) - 0.0025
+    assert not wrong.holds, (wrong.measured, wrong.allowance)
+
+
+@pytest.mark.parametrize("slack", [1e-2, 1e-3])
+def test_feasibility_check_catches_a_slightly_loose_condition(slack):
+    # A tail condition with n - k + 1 + slack agreed with the LP on every random target
+    # (none lies within 0.01 of the boundary) and the check held.
+    from proofs_check.theorems import mutants
+    from proofs_check.theorems.system import System
+
+    spec = next(s for s in all_checks() if s.name == "prop1_feasibility_lp")
+    assert spec.run(**spec.ci).holds
+    wrong = spec.run(**spec.ci, system=System(feasibility=mutants.wrong_feasibility(slack)))
+    assert not wrong.holds, wrong.measured

@@ -174,6 +174,22 @@ def test_bias_extension_changes_are_material():
     assert r.details["strictly_moved"] > 0.5 * r.details["row_head_cases"], r.details
 
 
+def test_direction_check_fails_when_the_bias_is_dropped():
+    # A biased softmax that drops the bias moves no distant mass: the weak inequality of §8
+    # (b) is met without being tested, and the check held. It must fail instead.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    def bias_dropped(scores, bias):
+        return softmax_with_bias(scores, torch.where(torch.isfinite(bias), 0.0, bias))
+
+    r = bias_extension.check_direction(n=96, train_length=32, window=8, samples=1,
+                                       system=System(biased_softmax=bias_dropped))
+    assert not r.holds, (r.measured, dict(r.details))
+    assert r.details["strictly_moved"] == 0
+    assert r.details["worst_against_change"] <= r.allowance  # never against the change
+
+
 # --------------------------------------------------------------------------- dtypes, devices
 
 
@@ -210,3 +226,114 @@ def test_default_sizes_hold(module):
     for spec in module.CHECKS:
         r = spec.run(**spec.default)
         assert r.holds, (spec.name, r.measured, r.reference, dict(r.details))
+
+
+# --------------------------------------------------------------------------- NaN values
+
+
+def test_prior_identities_fail_on_a_nan_density():
+    # mpmath's NaN compares false: `dev > worst` dropped it, and closed forms whose density
+    # is NaN near y = 0 held with measured 1e-40.
+    from types import SimpleNamespace
+
+    import mpmath
+
+    import priors.scale_invariant as si
+    from proofs_check.theorems.system import System
+
+    def density(rho, y, **kwargs):
+        return mpmath.nan if y < 1e-6 else si.density(rho, y, **kwargs)
+
+    forms = SimpleNamespace(density=density, normaliser=si.normaliser,
+                            cumulative_mass=si.cumulative_mass, __name__="NaN density")
+    r = scale_invariant_convergence.check_prior_identities(
+        rhos=(1 / 3,), points=6, symbolic=False, system=System(closed_forms=forms))
+    assert not r.holds, (r.measured, dict(r.details))
+
+
+class _NanAtLongLengths:
+    """A log-distance prior whose window mass is NaN at ``n >= 1e12`` (an overflow)."""
+
+    def __init__(self, enc):
+        self.enc, self.alpha = enc, enc.alpha
+
+    def window_mass(self, window, length, **kwargs):
+        import mpmath
+
+        if length >= 10**12:
+            return mpmath.nan
+        return self.enc.window_mass(window, length, **kwargs)
+
+
+def test_near_one_limit_fails_on_a_nan_window_mass():
+    from proofs_check.theorems.system import System
+
+    r = near_one.check_near_one_limit(deltas=(1e-6,), windows=(8,), lengths=(1000, 10**12),
+                                      system=System(prior=_NanAtLongLengths))
+    assert not r.holds, (r.measured, dict(r.details))
+
+
+def test_content_bounds_fail_on_nan_attention_for_a_later_encoding():
+    # The worst violation is kept across encodings with `value > worst`: a NaN row in any
+    # encoding but the first lost that comparison and the check held.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    calls = []
+
+    def nan_after_the_first_encoding(scores, bias):
+        calls.append(1)
+        attn = softmax_with_bias(scores, bias)
+        if len(calls) > 4:  # 2 extreme patterns + 2 random draws per encoding
+            attn = attn.clone()
+            attn[..., -1, :] = float("nan")
+        return attn
+
+    r = classification.check_content_bounds(
+        n=64, window=8, samples=2, system=System(biased_softmax=nan_after_the_first_encoding))
+    assert len(calls) > 4
+    assert not r.holds, (r.measured, dict(r.details))
+
+
+def test_direction_check_fails_on_nan_attention_in_a_later_sample():
+    # As above for §8: a NaN distant mass in the second score sample lost `value > worst`
+    # to the first sample's finite worst case.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    calls = []
+
+    def nan_after_the_first_sample(scores, bias):
+        calls.append(1)
+        attn = softmax_with_bias(scores, bias)
+        if len(calls) > 3:  # base and both signs of the first sample
+            attn = attn.clone()
+            attn[..., -1, :] = float("nan")
+        return attn
+
+    r = bias_extension.check_direction(n=96, train_length=32, window=8, samples=2,
+                                       system=System(biased_softmax=nan_after_the_first_sample))
+    assert len(calls) > 3
+    assert not r.holds, (r.measured, dict(r.details))
+
+
+def test_margin_check_fails_on_a_nan_growth_just_below():
+    # The growth just below alpha* is the second argument of max(), which keeps its first
+    # argument when the second is NaN: a NaN there left the check holding.
+    from proofs_check.operators.biases import softmax_with_bias
+    from proofs_check.theorems.system import System
+
+    calls = []
+
+    def nan_on_the_last_call(scores, bias):
+        calls.append(1)
+        attn = softmax_with_bias(scores, bias)
+        if len(calls) > 1:  # constant scores at alpha*, then the growth just below
+            attn = attn.clone()
+            attn[..., -1, :] = float("nan")
+        return attn
+
+    r = margin_control.check_margin_constant_scores(
+        window=8, lmax=256, tau=0.1, system=System(biased_softmax=nan_on_the_last_call))
+    assert len(calls) == 2
+    assert not r.holds, (r.measured, dict(r.details))
